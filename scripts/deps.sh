@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, whatever airlock needs to build, run and test that this
+# machine lacks. Fast when nothing is missing: it asks dpkg first and calls apt only if needed.
+set -euo pipefail
+
+packages=(
+        # build
+        gcc meson ninja-build pkg-config libseccomp-dev libjansson-dev libpython3.11-dev python3
+        # what the sandbox's default profiles import
+        python3-numpy python3-pandas python3-scipy python3-matplotlib
+        # tests and checks
+        libcriterion-dev python3-pytest python3-requests clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+                missing+=("$p")
+        fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+        exit 0
+fi
+
+echo "deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+        sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds with AddressSanitizer and UBSan, runs
+# the unit tests (Criterion), the runner's cell tests, the end-to-end and hostile suites
+# (pytest) inside an outer cgroup cap, and checks formatting. Needs root, like airlock itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+        exec sudo --preserve-env=PATH,CI "$0" "$@"
+fi
+
+scripts/deps.sh
+
+build=build-test
+if [ ! -f $build/build.ninja ]; then
+        meson setup $build --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+ninja -C $build
+export AIRLOCK_BIN=$PWD/$build/src/cli/airlock
+export AIRLOCK_RUNNER=$PWD/$build/src/runner/airlock-runner
+# The sanitizers watch airlock itself; the runner inside the sandbox is built without them.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export PYTHONDONTWRITEBYTECODE=1
+py=/usr/bin/python3
+
+# The outer cap: everything below runs in a cgroup with a memory and pids ceiling, so a sandbox
+# bug found by a fork or memory bomb fails a test instead of taking the machine down.
+source scripts/outer-cap.sh
+outer_cap_enter
+
+status=0
+run() {
+        echo
+        echo "==== $*"
+        "$@" || status=1
+}
+run meson test -C $build --suite unit --print-errorlogs --verbose --num-processes 2
+run $py -m pytest -q -p no:cacheprovider tests/unit
+run $py -m pytest -q -p no:cacheprovider tests/e2e
+run $py -m pytest -q -p no:cacheprovider tests/hostile
+
+echo
+echo "==== clang-format"
+if git ls-files --cached --others --exclude-standard '*.c' '*.h' | xargs clang-format --dry-run --Werror; then
+        echo "clang-format: all files formatted"
+else
+        echo "clang-format: the files above need formatting (clang-format -i FILE)"
+        status=1
+fi
+
+outer_cap_leave
+exit $status

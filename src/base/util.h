@@ -1,0 +1,35 @@
+/* Small leaf helpers: full reads and writes, reading small files, parsing sizes and durations. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Writes all len bytes, retrying on EINTR and short writes. Returns 0 or -errno. */
+int write_full(int fd, const void *buf, size_t len);
+
+/* Reads exactly len bytes. Returns 0, -EPIPE on EOF before len bytes, or -errno. */
+int read_full(int fd, void *buf, size_t len);
+
+/* Reads at most max-1 bytes of the file at dirfd/path into buf and NUL-terminates it.
+ * Returns the number of bytes read or -errno. */
+ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t max);
+
+/* Writes value to the existing file at dirfd/path (no O_CREAT). Returns 0 or -errno. */
+int write_file_at(int dirfd, const char *path, const char *value);
+
+/* Parses a byte size: a plain number of bytes, or a number with a unit: K/KiB, M/MiB, G/GiB,
+ * T/TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive, with an optional
+ * space. Returns 0, -EINVAL on malformed input, -ERANGE on overflow. */
+int parse_size(const char *s, uint64_t *ret_bytes);
+
+/* Parses a duration in seconds, with an optional fraction and an optional unit suffix "s",
+ * "ms" or "m". Returns 0, -EINVAL on malformed or negative input, -ERANGE when too large. */
+int parse_duration_ms(const char *s, uint64_t *ret_ms);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t now_ns(void);
+
+/* Returns true when fd refers to a terminal. */
+bool fd_is_tty(int fd);

@@ -1,0 +1,23 @@
+/* The command line: one descriptor per subcommand, reviewed together in main.c. */
+#pragma once
+
+struct cli_command {
+        const char *name;
+        const char *summary; /* one line for `airlock help` */
+        int (*run)(int argc, char **argv);
+};
+
+/* Exit codes shared by every subcommand (the program's own status passes through as is). */
+#define EXIT_USAGE 2
+#define EXIT_TIMEOUT 124
+#define EXIT_OUTPUT_LIMIT 125
+#define EXIT_OOM 137
+
+int cmd_run(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+
+/* Resolves the isolation mode from --isolation, else $AIRLOCK_ISOLATION, else namespaces.
+ * Prints an error and returns -EINVAL for an unknown name. */
+struct jail_features;
+enum jail_isolation;
+int cli_isolation(const char *arg, enum jail_isolation *ret_mode);

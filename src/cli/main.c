@@ -1,0 +1,66 @@
+/* airlock's entry point: dispatches to one subcommand. Only main() exits. */
+#include "cli.h"
+
+#include "base/cleanup.h"
+#include "config.h"
+#include "jail/jail.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct cli_command commands[] = {
+        { "run", "run code once in a fresh sandbox and print its output (or --json)", cmd_run },
+        { "doctor", "report what the kernel offers and which isolation mode will be used",
+          cmd_doctor },
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: airlock COMMAND [OPTIONS]\n\ncommands:\n");
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "\n`airlock COMMAND --help` describes a command's options.\n");
+}
+
+int cli_isolation(const char *arg, enum jail_isolation *ret_mode)
+{
+        const char *s = arg ? arg : getenv("AIRLOCK_ISOLATION");
+
+        if (!s || !*s) {
+                *ret_mode = JAIL_NAMESPACES;
+                return 0;
+        }
+        if (jail_isolation_from_string(s, ret_mode) < 0) {
+                fprintf(stderr,
+                        "airlock: unknown isolation mode '%s' (expected namespaces, process or "
+                        "none)\n",
+                        s);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+                printf("airlock %s\n", AIRLOCK_VERSION);
+                return 0;
+        }
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0 ||
+            strcmp(argv[1], "-h") == 0) {
+                usage(stdout);
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (strcmp(argv[1], commands[i].name) == 0)
+                        return commands[i].run(argc - 1, argv + 1);
+        fprintf(stderr, "airlock: unknown command '%s'\n\n", argv[1]);
+        usage(stderr);
+        return EXIT_USAGE;
+}

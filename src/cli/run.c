@@ -1,0 +1,410 @@
+/* `airlock run`: run code once in a fresh sandbox, no daemon needed. Output streams to the
+ * terminal as it is produced (with terminal escapes neutralised), or the whole execution object
+ * is printed with --json. The exit status is the program's own (see cli.h for airlock's). */
+#include "cli.h"
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/utf8.h"
+#include "base/util.h"
+#include "profile/profile.h"
+#include "session/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CODE_MAX (16u * 1024u * 1024u)
+#define INPUTS_MAX 64
+
+static const char run_help[] =
+        "usage: airlock run [OPTIONS] FILE|-\n"
+        "\n"
+        "Runs FILE (or standard input with -) once in a fresh sandbox and exits with the\n"
+        "program's status.\n"
+        "\n"
+        "  -p, --profile NAME    profile (default, minimal, data-science, visualization) or a\n"
+        "                        path to a profile file; default: default\n"
+        "  -l, --language LANG   python or bash; default: from the file name (.sh -> bash),\n"
+        "                        else python\n"
+        "      --timeout S       wall-clock limit in seconds (e.g. 5, 1.5, 250ms); default:\n"
+        "                        the profile's\n"
+        "      --memory SIZE     memory limit (e.g. 256MiB, 2GiB); default: the profile's\n"
+        "      --input PATH      copy a host file into /work before running (repeatable)\n"
+        "      --output DIR      copy the files left in /work to DIR afterwards (symlinks\n"
+        "                        and special files are skipped, never followed)\n"
+        "      --isolation MODE  namespaces (default), process or none; also\n"
+        "                        AIRLOCK_ISOLATION\n"
+        "      --json            print the execution object (status, stdout, stderr, result,\n"
+        "                        error, exit_code, usage...) instead of the output\n"
+        "\n"
+        "exit status: the program's (SystemExit(n) -> n, an exception -> 1); 124 timeout,\n"
+        "125 output limit, 137 out of memory, 128+N killed by signal N, 2 airlock's own error.\n";
+
+struct run_args {
+        const char *profile;
+        const char *language;
+        const char *file;
+        const char *output_dir;
+        const char *isolation;
+        const char *inputs[INPUTS_MAX];
+        size_t n_inputs;
+        uint64_t timeout_ms;
+        uint64_t memory_bytes;
+        bool json;
+};
+
+static int read_code(const char *file, char **ret_code)
+{
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, size = 0;
+
+        fd = strcmp(file, "-") == 0 ? dup(0) : open(file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (;;) {
+                ssize_t n;
+                if (len + 65536 + 1 > size) {
+                        char *p;
+                        size = size ? size * 2 : 131072;
+                        p = realloc(buf, size);
+                        if (!p)
+                                return -ENOMEM;
+                        buf = p;
+                }
+                n = read(fd, buf + len, size - len - 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+                if (len > CODE_MAX)
+                        return -E2BIG;
+        }
+        if (memchr(buf, '\0', len))
+                return -EBADMSG;
+        buf[len] = '\0';
+        *ret_code = TAKE_PTR(buf);
+        return 0;
+}
+
+/* Where streamed output goes. On a terminal, output is made valid UTF-8 and every C0 and C1
+ * control other than newline, tab and carriage return is shown as ^X (C0) or U+FFFD (C1), so
+ * that code cannot drive the user's terminal with escape sequences (HOSTILE.md row 34). A
+ * character cut between two chunks is carried over to the next. */
+struct sink_state {
+        bool tty[3];
+        char carry[3][4];
+        size_t carry_len[3];
+};
+
+static void tty_write(int fd, const char *text)
+{
+        const unsigned char *s = (const unsigned char *) text;
+        char buf[8192];
+        size_t o = 0;
+
+        for (; *s; s++) {
+                if (o + 4 > sizeof(buf)) {
+                        (void) write_full(fd, buf, o);
+                        o = 0;
+                }
+                if ((*s < 0x20 && *s != '\n' && *s != '\t' && *s != '\r') || *s == 0x7f) {
+                        buf[o++] = '^';
+                        buf[o++] = (char) (*s == 0x7f ? '?' : *s + '@');
+                } else if (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) {
+                        memcpy(buf + o, "\xef\xbf\xbd", 3); /* U+0080..U+009F: C1 controls */
+                        o += 3;
+                        s++;
+                } else {
+                        buf[o++] = (char) *s;
+                }
+        }
+        (void) write_full(fd, buf, o);
+}
+
+static void sink_write(void *userdata, int stream, const char *data, size_t len)
+{
+        struct sink_state *st = userdata;
+        int fd = stream == 1 ? 1 : 2;
+        _cleanup_free_ char *joined = NULL, *text = NULL;
+        size_t total, complete;
+
+        if (!st->tty[stream]) {
+                (void) write_full(fd, data, len);
+                return;
+        }
+        total = st->carry_len[stream] + len;
+        joined = malloc(total);
+        if (!joined)
+                return;
+        memcpy(joined, st->carry[stream], st->carry_len[stream]);
+        memcpy(joined + st->carry_len[stream], data, len);
+        complete = utf8_complete_prefix(joined, total);
+        st->carry_len[stream] = total - complete;
+        memcpy(st->carry[stream], joined + complete, st->carry_len[stream]);
+        text = utf8_sanitize(joined, complete);
+        if (text)
+                tty_write(fd, text);
+}
+
+static int parse_args(int argc, char **argv, struct run_args *a)
+{
+        enum { OPT_TIMEOUT = 256, OPT_MEMORY, OPT_JSON, OPT_INPUT, OPT_OUTPUT, OPT_ISOLATION };
+        static const struct option opts[] = {
+                { "profile", required_argument, NULL, 'p' },
+                { "language", required_argument, NULL, 'l' },
+                { "timeout", required_argument, NULL, OPT_TIMEOUT },
+                { "memory", required_argument, NULL, OPT_MEMORY },
+                { "json", no_argument, NULL, OPT_JSON },
+                { "input", required_argument, NULL, OPT_INPUT },
+                { "output", required_argument, NULL, OPT_OUTPUT },
+                { "isolation", required_argument, NULL, OPT_ISOLATION },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "+p:l:h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'p':
+                        a->profile = optarg;
+                        break;
+                case 'l':
+                        if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0) {
+                                fprintf(stderr,
+                                        "airlock run: --language must be python or "
+                                        "bash, not '%s'\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->language = optarg;
+                        break;
+                case OPT_TIMEOUT:
+                        if (parse_duration_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms == 0 ||
+                            a->timeout_ms > 24ULL * 3600 * 1000) {
+                                fprintf(stderr,
+                                        "airlock run: --timeout '%s' is not a duration between "
+                                        "1ms and 24h (e.g. 5, 1.5s, 250ms)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_MEMORY:
+                        if (parse_size(optarg, &a->memory_bytes) < 0 ||
+                            a->memory_bytes < 16ULL * 1024 * 1024) {
+                                fprintf(stderr,
+                                        "airlock run: --memory '%s' is not a size of at least "
+                                        "16MiB (e.g. 256MiB, 2GiB)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_JSON:
+                        a->json = true;
+                        break;
+                case OPT_INPUT:
+                        if (a->n_inputs >= INPUTS_MAX) {
+                                fprintf(stderr, "airlock run: at most %d --input files\n",
+                                        INPUTS_MAX);
+                                return -EINVAL;
+                        }
+                        a->inputs[a->n_inputs++] = optarg;
+                        break;
+                case OPT_OUTPUT:
+                        a->output_dir = optarg;
+                        break;
+                case OPT_ISOLATION:
+                        a->isolation = optarg;
+                        break;
+                case 'h':
+                        fputs(run_help, stdout);
+                        exit(0);
+                default:
+                        fputs("Try 'airlock run --help'.\n", stderr);
+                        return -EINVAL;
+                }
+        }
+        if (optind != argc - 1) {
+                fprintf(stderr, "airlock run: expected one FILE (or - for standard input)\n"
+                                "Try 'airlock run --help'.\n");
+                return -EINVAL;
+        }
+        a->file = argv[optind];
+        if (!a->language) {
+                size_t n = strlen(a->file);
+                a->language = (n > 3 && strcmp(a->file + n - 3, ".sh") == 0) ||
+                                              (n > 5 && strcmp(a->file + n - 5, ".bash") == 0)
+                                      ? "bash"
+                                      : "python";
+        }
+        return 0;
+}
+
+static int exit_code_of(json_t *result)
+{
+        const char *status = json_string_value(json_object_get(result, "status"));
+        int code = (int) json_integer_value(json_object_get(result, "exit_code"));
+
+        if (status && strcmp(status, "ok") == 0)
+                return 0;
+        if (code == 0)
+                code = 1;
+        return code & 0xff;
+}
+
+static void print_human_result(json_t *result)
+{
+        const char *res = json_string_value(json_object_get(result, "result"));
+        const char *status = json_string_value(json_object_get(result, "status"));
+        json_t *error = json_object_get(result, "error");
+
+        if (res)
+                printf("%s\n", res);
+        fflush(stdout);
+        if (json_is_object(error)) {
+                const char *tb = json_string_value(json_object_get(error, "traceback"));
+                const char *name = json_string_value(json_object_get(error, "name"));
+                const char *value = json_string_value(json_object_get(error, "value"));
+                if (status && strcmp(status, "error") != 0)
+                        fprintf(stderr, "airlock: %s: %s\n", status, value ? value : "");
+                else if (tb && *tb)
+                        fprintf(stderr, "%s", tb);
+                else if (name && strcmp(name, "SystemExit") != 0)
+                        fprintf(stderr, "%s: %s\n", name, value ? value : "");
+        }
+}
+
+int cmd_run(int argc, char **argv)
+{
+        _cleanup_free_ char *code = NULL;
+        struct run_args a = { .profile = "default" };
+        struct airlock_error err = { { 0 } };
+        struct jail_features features;
+        struct profile *profile = NULL;
+        struct sandbox *sb = NULL;
+        json_t *result = NULL;
+        enum jail_isolation mode;
+        struct sink_state sink_st = { .tty = { false, fd_is_tty(1), fd_is_tty(2) } };
+        struct exec_sink sink = { .on_output = sink_write, .userdata = &sink_st };
+        struct exec_request req = { 0 };
+        char name[64];
+        int r, status = EXIT_USAGE;
+
+        if (parse_args(argc, argv, &a) < 0)
+                return EXIT_USAGE;
+        if (cli_isolation(a.isolation, &mode) < 0)
+                return EXIT_USAGE;
+
+        r = read_code(a.file, &code);
+        if (r < 0) {
+                fprintf(stderr, "airlock run: cannot read '%s': %s\n", a.file,
+                        r == -E2BIG     ? "larger than 16 MiB"
+                        : r == -EBADMSG ? "it contains NUL bytes (not source code)"
+                                        : strerror(-r));
+                return EXIT_USAGE;
+        }
+
+        r = profile_load(a.profile, &profile, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock run: %s\n", err.msg);
+                return EXIT_USAGE;
+        }
+        if ((strcmp(a.language, "bash") == 0 && !profile->lang_bash) ||
+            (strcmp(a.language, "python") == 0 && !profile->lang_python)) {
+                fprintf(stderr, "airlock run: profile '%s' does not allow %s\n", profile->name,
+                        a.language);
+                profile_free(profile);
+                return EXIT_USAGE;
+        }
+
+        jail_probe(&features);
+        r = jail_check_mode(&features, mode, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock run: %s\n", err.msg);
+                goto out;
+        }
+        if (mode != JAIL_NAMESPACES)
+                log_warn("isolation '%s' is not a security boundary; use it for development only",
+                         jail_isolation_to_string(mode));
+
+        (void) snprintf(name, sizeof(name), "airlock-run-%d", (int) getpid());
+        r = sandbox_start(&features,
+                          &(struct sandbox_options){ .mode = mode,
+                                                     .profile = profile,
+                                                     .name = name,
+                                                     .memory_bytes = a.memory_bytes },
+                          &sb, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock run: %s\n", err.msg);
+                goto out;
+        }
+        for (size_t i = 0; i < a.n_inputs; i++) {
+                _cleanup_free_ char *copy = strdup(a.inputs[i]);
+                if (!copy) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                r = sandbox_copy_in(sb, a.inputs[i], basename(copy), &err);
+                if (r < 0) {
+                        fprintf(stderr, "airlock run: --input: %s\n", err.msg);
+                        goto out;
+                }
+        }
+
+        req.language = a.language;
+        req.code = code;
+        req.timeout_ms = a.timeout_ms;
+        req.sink = a.json ? NULL : &sink;
+        r = sandbox_exec(sb, &req, &result, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock run: %s\n", err.msg);
+                goto out;
+        }
+
+        if (a.output_dir) {
+                json_t *skipped = NULL;
+                if (!sandbox_is_alive(sb)) {
+                        fprintf(stderr,
+                                "airlock run: --output: the sandbox is gone (%s), no "
+                                "files to copy\n",
+                                json_string_value(json_object_get(result, "status")));
+                } else if (sandbox_copy_out(sb, a.output_dir, &skipped, &err) < 0) {
+                        fprintf(stderr, "airlock run: --output: %s\n", err.msg);
+                } else {
+                        size_t i;
+                        json_t *s;
+                        json_array_foreach (skipped, i, s)
+                                fprintf(stderr, "airlock run: --output: skipped '%s': %s\n",
+                                        json_string_value(json_object_get(s, "path")),
+                                        json_string_value(json_object_get(s, "reason")));
+                        json_object_set_new(result, "skipped_files", skipped);
+                }
+        }
+
+        if (a.json) {
+                char *text = json_dumps(result, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+                if (text) {
+                        puts(text);
+                        free(text);
+                }
+        } else {
+                print_human_result(result);
+        }
+        status = exit_code_of(result);
+out:
+        json_decref(result);
+        sandbox_free(sb);
+        profile_free(profile);
+        jail_features_done(&features);
+        return status;
+}

@@ -1,0 +1,38 @@
+/* Steps of the sandbox setup that run inside the freshly cloned child. Each returns 0 or -errno
+ * and, on failure, names the failing step in *ret_step (a static string) so the parent can say
+ * exactly what broke. None of them allocates: the child may come from a multi-threaded parent,
+ * where another thread could have held the allocator's lock at clone time. */
+#pragma once
+
+#include "jail/jail.h"
+
+#include <stdint.h>
+
+/* Host uids: each sandbox gets H0 (its setup root) and H1 (the user code's uid), derived from the
+ * child's host pid, so they are unique among live sandboxes without any shared state. */
+#define JAIL_UID_BASE 0x60000000u
+#define JAIL_UID_SPAN (2u * 4194304u) /* two ids for each possible pid (pid_max <= 2^22) */
+#define JAIL_SANDBOX_UID 1000u
+
+/* Inside the sandbox. */
+#define JAIL_RUNNER_PATH "/.airlock/runner"
+#define JAIL_NEWROOT "/tmp"
+
+/* Builds the new root under JAIL_NEWROOT, mounts proc, pivots into it and makes it read-only.
+ * Must run as the mapped root of a fresh user+mount+pid namespace. */
+int mount_build_root(const struct jail_features *f, const struct jail_config *cfg,
+                     const char **ret_step);
+
+/* Restricts the filesystem (ro everywhere, rw in /work, /tmp, /dev/shm), TCP and scopes at the
+ * highest Landlock ABI the kernel offers. abi 0 means Landlock is absent: returns 0. */
+int landlock_apply(int abi, const char **ret_step);
+
+/* Returns the Landlock ABI version the kernel offers, 0 if none. */
+int landlock_abi_version(void);
+
+/* Drops every credential: supplementary groups, bounding and ambient capabilities, locks the
+ * securebits, switches to uid/gid `uid` and clears the remaining capability sets. */
+int caps_drop_to(uid_t uid, gid_t gid, const char **ret_step);
+
+/* Sets the rlimits of ISOLATION.md section 1 step 9 from cfg. */
+int caps_set_rlimits(const struct jail_config *cfg, const char **ret_step);

@@ -1,0 +1,100 @@
+/* The sandbox engine's public face: probe the kernel, then spawn a process inside every layer of
+ * DESIGN.md section 3, in the order of ISOLATION.md section 1, and tear it down again.
+ *
+ * jail_spawn() clones the child into new user, pid, mount, ipc, uts, net (and, on v2, cgroup)
+ * namespaces, maps a unique pair of host ids to root (setup) and 1000 (the sandbox user),
+ * attaches the cgroup, and lets the child build its root, apply Landlock, drop every
+ * credential, set rlimits, close inherited fds and load seccomp before it executes the runner.
+ * Any failure in the child is reported back with the step that failed; nothing runs half-
+ * sandboxed. */
+#pragma once
+
+#include "base/error.h"
+#include "jail/cgroup.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum jail_isolation {
+        JAIL_NAMESPACES, /* every layer (default) */
+        JAIL_PROCESS,    /* rlimits, timeout, cgroup and a dropped uid only; warns */
+        JAIL_NONE,       /* development only: a plain child process */
+};
+
+/* What the kernel offers, found once at start (jail_probe). */
+struct jail_features {
+        bool is_root;         /* we can map arbitrary host ids and manage cgroups */
+        bool userns;          /* user namespaces can be created */
+        int landlock_abi;     /* 0 = unavailable */
+        bool seccomp;         /* seccomp filters can be installed */
+        bool mount_setattr;   /* recursive read-only bind mounts (5.12+) */
+        bool proc_subset_pid; /* proc's subset=pid and hidepid=invisible (5.8+) */
+        bool cgroup_kill;     /* v2 cgroup.kill (5.14+) */
+        struct cgroup_root cgroups;
+        char kernel[256];
+        char cgroup_error[AIRLOCK_ERROR_MAX]; /* why cgroups are unusable, if they are */
+};
+
+/* Probes the kernel. Never fails: missing features are reported as such. Release with
+ * jail_features_done(). */
+void jail_probe(struct jail_features *ret_features);
+void jail_features_done(struct jail_features *f);
+
+/* Returns 0 if `mode` can run on this host, else -EOPNOTSUPP with the missing features in err
+ * (e.g. "namespaces mode needs root (or CAP_SYS_ADMIN) and user namespaces"). */
+int jail_check_mode(const struct jail_features *f, enum jail_isolation mode,
+                    struct airlock_error *err);
+
+/* Parses "namespaces", "process" or "none". Returns 0 or -EINVAL. */
+int jail_isolation_from_string(const char *s, enum jail_isolation *ret_mode);
+const char *jail_isolation_to_string(enum jail_isolation mode);
+
+struct jail_config {
+        enum jail_isolation mode;
+        const char *name;         /* for the cgroup and logs, e.g. "run-1234"; [A-Za-z0-9_.-] */
+        const char *runner_path;  /* host path of the binary executed inside */
+        char *const *argv;        /* argv for the runner; argv[0] is shown as its name */
+        char *const *envp;        /* the complete environment of the runner */
+        const char *rootfs;       /* "/" to bind the host's /usr and an allow-list of /etc */
+        uint64_t memory_bytes;    /* cgroup memory.max; 0 = none */
+        uint32_t cpu_millicpus;   /* cgroup cpu.max; 0 = none */
+        uint32_t pids;            /* cgroup pids.max and RLIMIT_NPROC; 0 = none */
+        uint64_t workspace_bytes; /* size of the /work tmpfs */
+        uint64_t tmp_bytes;       /* size of /tmp and /dev/shm tmpfs each */
+        uint32_t files;           /* RLIMIT_NOFILE */
+        uint64_t cpu_seconds;     /* RLIMIT_CPU backstop; 0 = none */
+        const char *host_workdir; /* process/none modes: the directory used as /work */
+};
+
+/* A running sandbox. Fields are read-only for callers. */
+struct jail {
+        pid_t pid;             /* host pid of the sandbox's first process (pid 1 inside) */
+        int pidfd;             /* pidfd of that process, or -EBADF where unsupported */
+        int ctl_fd;            /* our end of the control socket (fd 3 inside), SOCK_STREAM */
+        int stdout_fd;         /* read end of the sandbox's stdout pipe */
+        int stderr_fd;         /* read end of the sandbox's stderr pipe */
+        uid_t host_uid;        /* host uid that user code runs as (H1) */
+        struct cgroup *cgroup; /* NULL when cgroups are unavailable */
+        uint64_t setup_ns;     /* clone to exec of the runner, as measured by the parent */
+        bool exited;
+        int wait_status; /* as from waitpid(), valid when exited */
+};
+
+/* Spawns the runner in a new sandbox. features comes from jail_probe(). On success the runner
+ * has been executed (the child's setup is complete) and *ret_jail owns the fds; free with
+ * jail_free(). Returns 0 or -errno with the failed step in err. */
+int jail_spawn(const struct jail_features *features, const struct jail_config *cfg,
+               struct jail **ret_jail, struct airlock_error *err);
+
+/* Kills every process of the sandbox (SIGKILL to pid 1 tears down the pid namespace; the
+ * cgroup is emptied as well). Idempotent. Returns 0 or -errno. */
+int jail_kill(struct jail *j);
+
+/* Waits for the sandbox's first process to exit (blocking, or -EAGAIN with nonblock when it
+ * still runs) and records its status. Returns 0 or -errno. */
+int jail_wait(struct jail *j, bool nonblock);
+
+/* Kills what is left, reaps, removes the cgroup and closes every fd. Accepts NULL, returns
+ * NULL. */
+struct jail *jail_free(struct jail *j);

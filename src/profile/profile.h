@@ -1,0 +1,82 @@
+/* Profiles: what a sandbox may run and with which limits, as data files (profiles/NAME.json).
+ *
+ * A profile file is one JSON object:
+ *   {
+ *     "description": "text",                              (required)
+ *     "languages":   ["python", "bash"],                  (required, non-empty)
+ *     "preload":     ["numpy", "pandas"],                 (modules a zygote imports; default [])
+ *     "imports":     ["math", ...] or null,               (top-level import allow-list; null = any)
+ *     "policy":      "none" | "restricted",               (restricted: refuse escape dunders and
+ *                                                          private attributes in user code)
+ *     "limits": {                                         (every key optional; defaults below)
+ *        "memory": "1GiB", "cpus": 1.0, "pids": 256, "timeout": "30s", "output": "1MiB",
+ *        "workspace": "256MiB", "tmp": "64MiB", "files": 1024
+ *     },
+ *     "network": "none",                                  (only "none" is supported for now)
+ *     "rootfs": "/",                                      (directory bound read-only as the
+ *                                                          sandbox's /usr, /etc source; "/" = host)
+ *     "env": { "NAME": "value" }                          (extra environment for user code)
+ *   }
+ * Unknown keys, wrong types, out-of-range limits and bad sizes are errors that name the file,
+ * the key and what was expected. Profile names are [a-z0-9][a-z0-9_-]{0,63}. */
+#pragma once
+
+#include "base/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum profile_policy {
+        PROFILE_POLICY_NONE,
+        PROFILE_POLICY_RESTRICTED,
+};
+
+struct profile_limits {
+        uint64_t memory_bytes;    /* default 1 GiB; 16 MiB .. 1 TiB */
+        uint32_t cpu_millicpus;   /* default 1000; 10 .. 1024000 */
+        uint32_t pids;            /* default 256; 8 .. 65536 */
+        uint64_t timeout_ms;      /* default 30 s; 1 ms .. 24 h */
+        uint64_t output_bytes;    /* default 1 MiB; 1 KiB .. 1 GiB */
+        uint64_t workspace_bytes; /* default 256 MiB; 1 MiB .. 1 TiB */
+        uint64_t tmp_bytes;       /* default 64 MiB; 1 MiB .. 1 TiB */
+        uint32_t files;           /* RLIMIT_NOFILE; default 1024; 64 .. 65536 */
+};
+
+struct profile {
+        char *name;
+        char *description;
+        bool lang_python;
+        bool lang_bash;
+        char **preload; /* NULL-terminated, never NULL */
+        char **imports; /* NULL-terminated, or NULL when any import is allowed */
+        enum profile_policy policy;
+        struct profile_limits limits;
+        char *rootfs;
+        char **env; /* NULL-terminated "NAME=value" strings, never NULL */
+};
+
+/* Fills *ret_limits with the defaults documented above. */
+void profile_limits_default(struct profile_limits *ret_limits);
+
+/* Parses a profile from JSON text; name is the profile's name, source names the file in error
+ * messages. Returns 0, or -EINVAL with a message in err naming source and key. Caller frees
+ * with profile_free(). */
+int profile_parse(const char *name, const char *source, const char *text, size_t len,
+                  struct profile **ret_profile, struct airlock_error *err);
+
+/* Loads profile `name_or_path`: a path (contains '/' or ends in ".json") is read directly;
+ * a name is looked up as NAME.json in, in order: $AIRLOCK_PROFILES_DIR, the installed
+ * profiles directory, and the source tree's profiles/ (for running from a build directory).
+ * Returns 0, -ENOENT (err names the directories searched), -EINVAL for a bad name or file. */
+int profile_load(const char *name_or_path, struct profile **ret_profile, struct airlock_error *err);
+
+/* Lists the names of available profiles (sorted, unique across the search path).
+ * Caller frees with strv_free(). Returns 0 or -errno. */
+int profile_list(char ***ret_names);
+
+/* Accepts NULL, returns NULL. */
+struct profile *profile_free(struct profile *p);
+
+/* Returns true when name is a valid profile name. */
+bool profile_name_is_valid(const char *name);

@@ -1,0 +1,397 @@
+/* The in-sandbox runner: an embedded CPython (Debian's libpython3.11) serving the wire protocol
+ * of base/wire.h on fd 3. It is the only code with <Python.h>; the cell semantics themselves
+ * (last-expression value, tracebacks, import policy, rich outputs, files manifest) live in
+ * airlock_cell.py, compiled into this binary. It trusts nothing it did not start: the driver
+ * bounds and validates everything the runner sends back. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <marshal.h>
+
+#include "runner.h"
+
+#include "base/cleanup.h"
+#include "base/wire.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "cell-py.h"
+
+#define CTL_FD 3
+#define REQUEST_MAX (32u * 1024u * 1024u)
+#define JSON_DEPTH_MAX 64
+
+static void pydecrefp(PyObject **p)
+{
+        Py_XDECREF(*p);
+}
+#define _cleanup_pydecref_ _cleanup_(pydecrefp)
+
+/* jansson provides json_decrefp() for cleanup attributes. */
+#define _cleanup_json_ _cleanup_(json_decrefp)
+
+static PyObject *cell_module;
+
+/* The profile's output cap: the repr and the rich outputs of a cell are kept within it, so a
+ * cell that returns a huge value gets a cut result instead of a killed sandbox. */
+static size_t output_max = 1024 * 1024;
+
+static int send_fatal(const char *what, const char *detail)
+{
+        char msg[1024];
+        json_t *o;
+        int r;
+
+        (void) snprintf(msg, sizeof(msg), "%s%s", what, detail ? detail : "");
+        o = json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
+        r = o ? wire_send(CTL_FD, o) : -ENOMEM;
+        json_decref(o);
+        return r;
+}
+
+/* Describes the pending Python exception in one line and clears it. */
+static void python_error_string(char *buf, size_t size)
+{
+        PyObject *type, *value, *tb;
+        _cleanup_pydecref_ PyObject *s = NULL;
+        const char *text = NULL;
+
+        PyErr_Fetch(&type, &value, &tb);
+        if (value)
+                s = PyObject_Str(value);
+        if (s)
+                text = PyUnicode_AsUTF8(s);
+        (void) snprintf(buf, size, "%s: %s", type ? ((PyTypeObject *) type)->tp_name : "error",
+                        text ? text : "?");
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        PyErr_Clear();
+}
+
+static json_t *py_to_json(PyObject *o, int depth);
+
+static json_t *py_str_to_json(PyObject *o)
+{
+        _cleanup_pydecref_ PyObject *bytes = NULL;
+
+        /* Lone surrogates cannot be UTF-8: replace them rather than fail the whole result. */
+        bytes = PyUnicode_AsEncodedString(o, "utf-8", "replace");
+        if (!bytes) {
+                PyErr_Clear();
+                return json_string("<unencodable>");
+        }
+        return json_stringn(PyBytes_AS_STRING(bytes), (size_t) PyBytes_GET_SIZE(bytes));
+}
+
+static json_t *py_to_json(PyObject *o, int depth)
+{
+        if (depth > JSON_DEPTH_MAX)
+                return json_null();
+        if (o == Py_None)
+                return json_null();
+        if (PyBool_Check(o))
+                return json_boolean(o == Py_True);
+        if (PyLong_Check(o)) {
+                long long v = PyLong_AsLongLong(o);
+                if (v == -1 && PyErr_Occurred()) {
+                        PyErr_Clear();
+                        return json_null();
+                }
+                return json_integer(v);
+        }
+        if (PyFloat_Check(o))
+                return json_real(PyFloat_AS_DOUBLE(o));
+        if (PyUnicode_Check(o))
+                return py_str_to_json(o);
+        if (PyList_Check(o) || PyTuple_Check(o)) {
+                json_t *arr = json_array();
+                Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+                for (Py_ssize_t i = 0; arr && i < n; i++) {
+                        /* Borrowed reference from the list or tuple. */
+                        PyObject *item = PySequence_Fast_GET_ITEM(o, i);
+                        json_array_append_new(arr, py_to_json(item, depth + 1));
+                }
+                return arr;
+        }
+        if (PyDict_Check(o)) {
+                json_t *obj = json_object();
+                PyObject *key, *value; /* borrowed */
+                Py_ssize_t pos = 0;
+                while (obj && PyDict_Next(o, &pos, &key, &value)) {
+                        const char *k;
+                        if (!PyUnicode_Check(key))
+                                continue;
+                        k = PyUnicode_AsUTF8(key);
+                        if (!k) {
+                                PyErr_Clear();
+                                continue;
+                        }
+                        json_object_set_new(obj, k, py_to_json(value, depth + 1));
+                }
+                return obj;
+        }
+        return json_null();
+}
+
+static PyObject *json_strv_to_py(json_t *arr)
+{
+        PyObject *list;
+        size_t i;
+        json_t *v;
+
+        if (!json_is_array(arr))
+                Py_RETURN_NONE;
+        list = PyList_New(0);
+        if (!list)
+                return NULL;
+        json_array_foreach (arr, i, v) {
+                PyObject *s;
+                if (!json_is_string(v))
+                        continue;
+                s = PyUnicode_FromString(json_string_value(v));
+                if (!s || PyList_Append(list, s) < 0) {
+                        Py_XDECREF(s);
+                        Py_DECREF(list);
+                        return NULL;
+                }
+                Py_DECREF(s);
+        }
+        return list;
+}
+
+static int python_start(void)
+{
+        PyPreConfig preconfig;
+        PyConfig config;
+        PyStatus status;
+        wchar_t *argv[] = { L"", NULL };
+        _cleanup_pydecref_ PyObject *code = NULL;
+
+        /* The isolated configuration ignores the environment and leaves the C locale alone,
+         * which would make stdio ASCII: UTF-8 mode makes every text stream UTF-8. */
+        PyPreConfig_InitIsolatedConfig(&preconfig);
+        preconfig.utf8_mode = 1;
+        status = Py_PreInitialize(&preconfig);
+        if (PyStatus_Exception(status)) {
+                (void) send_fatal("python pre-initialisation failed: ", status.err_msg);
+                return -EIO;
+        }
+
+        PyConfig_InitIsolatedConfig(&config);
+        config.buffered_stdio = 0;          /* output reaches the pipes as it is written */
+        config.write_bytecode = 0;          /* the image is read-only anyway */
+        config.install_signal_handlers = 1; /* SIGINT becomes KeyboardInterrupt */
+        config.site_import = 1;             /* Debian's dist-packages */
+        config.user_site_directory = 0;
+        config.parse_argv = 0;
+        status = PyConfig_SetString(&config, &config.program_name, L"/usr/bin/python3");
+        if (PyStatus_Exception(status))
+                goto fail;
+        status = PyConfig_SetArgv(&config, 1, argv);
+        if (PyStatus_Exception(status))
+                goto fail;
+        status = Py_InitializeFromConfig(&config);
+        if (PyStatus_Exception(status))
+                goto fail;
+        PyConfig_Clear(&config);
+
+        /* The build compiled the module with the same Python; a different minor version
+         * (a changed libpython) means the bytecode cannot be used, so compile the source. */
+        if ((PY_VERSION_HEX & 0xffff0000) == CELL_PY_SOURCE_PY_VERSION)
+                code = PyMarshal_ReadObjectFromString((const char *) cell_py_source_marshal,
+                                                      sizeof(cell_py_source_marshal));
+        if (!code) {
+                PyErr_Clear();
+                code = Py_CompileString((const char *) cell_py_source, "airlock_cell.py",
+                                        Py_file_input);
+        }
+        if (!code)
+                return -EINVAL;
+        cell_module =
+                PyImport_ExecCodeModuleWithPathnames("airlock_cell", code, "airlock_cell.py", NULL);
+        if (!cell_module)
+                return -EINVAL;
+        return 0;
+fail:
+        PyConfig_Clear(&config);
+        (void) send_fatal("python initialisation failed: ", status.err_msg);
+        return -EIO;
+}
+
+static json_t *handle_init(json_t *req)
+{
+        _cleanup_pydecref_ PyObject *imports = NULL, *preload = NULL, *res = NULL, *errors = NULL;
+        const char *profile = json_string_value(json_object_get(req, "profile"));
+        const char *policy = json_string_value(json_object_get(req, "policy"));
+        char msg[1024];
+
+        if (json_is_integer(json_object_get(req, "output_max")) &&
+            json_integer_value(json_object_get(req, "output_max")) > 1024)
+                output_max = (size_t) json_integer_value(json_object_get(req, "output_max"));
+        imports = json_strv_to_py(json_object_get(req, "imports"));
+        preload = json_strv_to_py(json_object_get(req, "preload"));
+        if (!imports || !preload)
+                goto py_fail;
+        res = PyObject_CallMethod(cell_module, "configure", "sOs", profile ? profile : "default",
+                                  imports, policy ? policy : "none");
+        if (!res)
+                goto py_fail;
+        if (preload != Py_None) {
+                errors = PyObject_CallMethod(cell_module, "preload", "O", preload);
+                if (!errors)
+                        goto py_fail;
+        }
+        return json_pack("{s:s, s:o, s:s}", "op", "ready", "preload_errors",
+                         errors ? py_to_json(errors, 0) : json_array(), "python", Py_GetVersion());
+py_fail:
+        python_error_string(msg, sizeof(msg));
+        return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
+}
+
+/* Cuts the repr at output_max (at a character boundary) and drops rich outputs from the end
+ * until the rest fits, saying so in place of what was dropped. */
+static void bound_string(json_t *obj, const char *key)
+{
+        json_t *v = json_object_get(obj, key);
+        const char *s;
+        size_t cut = output_max;
+        char *text;
+
+        if (!json_is_string(v) || json_string_length(v) <= output_max)
+                return;
+        s = json_string_value(v);
+        while (cut > 0 && ((unsigned char) s[cut] & 0xc0) == 0x80)
+                cut--;
+        if (asprintf(&text, "%.*s... [airlock: truncated at %zu bytes]", (int) cut, s,
+                     output_max) >= 0) {
+                json_object_set_new(obj, key, json_string(text));
+                free(text);
+        }
+}
+
+static void bound_result(json_t *out)
+{
+        json_t *outputs = json_object_get(out, "outputs");
+        json_t *error = json_object_get(out, "error");
+        size_t used = 0, dropped = 0;
+
+        bound_string(out, "result");
+        if (json_is_object(error)) {
+                bound_string(error, "value");
+                bound_string(error, "traceback");
+        }
+        if (!json_is_array(outputs))
+                return;
+        for (size_t i = 0; i < json_array_size(outputs);) {
+                size_t n = json_dumpb(json_array_get(outputs, i), NULL, 0, JSON_COMPACT);
+                if (used + n > output_max) {
+                        json_array_remove(outputs, i);
+                        dropped++;
+                        continue;
+                }
+                used += n;
+                i++;
+        }
+        if (dropped > 0) {
+                char note[160];
+                (void) snprintf(note, sizeof(note),
+                                "[airlock: %zu rich output(s) dropped: together larger than the "
+                                "output limit of %zu bytes]",
+                                dropped, output_max);
+                json_array_append_new(outputs, json_pack("{s:{s:s}, s:b}", "data", "text/plain",
+                                                         note, "main", 0));
+        }
+}
+
+static double cpu_ms_now(void)
+{
+        struct rusage self, children;
+
+        (void) getrusage(RUSAGE_SELF, &self);
+        (void) getrusage(RUSAGE_CHILDREN, &children);
+        return (self.ru_utime.tv_sec + self.ru_stime.tv_sec + children.ru_utime.tv_sec +
+                children.ru_stime.tv_sec) *
+                       1000.0 +
+               (self.ru_utime.tv_usec + self.ru_stime.tv_usec + children.ru_utime.tv_usec +
+                children.ru_stime.tv_usec) /
+                       1000.0;
+}
+
+static json_t *handle_exec(json_t *req)
+{
+        const char *language = json_string_value(json_object_get(req, "language"));
+        const char *code = json_string_value(json_object_get(req, "code"));
+        _cleanup_pydecref_ PyObject *res = NULL;
+        struct rusage ru;
+        double cpu0 = cpu_ms_now();
+        json_t *out;
+        char msg[1024];
+
+        if (!code)
+                return json_pack("{s:s, s:s}", "op", "fatal", "message", "exec without code");
+        if (language && strcmp(language, "bash") == 0) {
+                out = shell_run(code);
+        } else {
+                res = PyObject_CallMethod(cell_module, "run_cell", "s", code);
+                if (!res) {
+                        python_error_string(msg, sizeof(msg));
+                        return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
+                }
+                out = py_to_json(res, 0);
+                if (out)
+                        bound_result(out);
+        }
+        if (!out)
+                return NULL;
+        (void) getrusage(RUSAGE_SELF, &ru);
+        json_object_set_new(out, "op", json_string("result"));
+        json_object_set_new(out, "cpu_ms", json_real(cpu_ms_now() - cpu0));
+        json_object_set_new(out, "max_rss_bytes", json_integer((json_int_t) ru.ru_maxrss * 1024));
+        return out;
+}
+
+int main(void)
+{
+        int r;
+
+        r = python_start();
+        if (r < 0) {
+                char msg[1024];
+                python_error_string(msg, sizeof(msg));
+                (void) send_fatal("cannot load the cell module: ", msg);
+                return 1;
+        }
+
+        for (;;) {
+                _cleanup_json_ json_t *req = NULL, *resp = NULL;
+                const char *op;
+
+                r = wire_recv(CTL_FD, REQUEST_MAX, &req);
+                if (r == -EPIPE)
+                        break; /* the driver is done with us */
+                if (r < 0) {
+                        (void) send_fatal("bad request frame: ", strerror(-r));
+                        return 1;
+                }
+                op = json_string_value(json_object_get(req, "op"));
+                if (op && strcmp(op, "init") == 0)
+                        resp = handle_init(req);
+                else if (op && strcmp(op, "exec") == 0)
+                        resp = handle_exec(req);
+                else
+                        resp = json_pack("{s:s, s:s}", "op", "fatal", "message", "unknown op");
+                if (!resp) {
+                        (void) send_fatal("out of memory", NULL);
+                        return 1;
+                }
+                r = wire_send(CTL_FD, resp);
+                if (r < 0)
+                        return 1;
+        }
+        Py_FinalizeEx();
+        return 0;
+}

@@ -1,0 +1,737 @@
+/* See sandbox.h. The driver multiplexes four fds of a sandbox with poll(): the control socket
+ * (frames from the runner), stdout and stderr (captured up to the profile's output cap and
+ * streamed to a sink), and the pidfd (the sandbox died). Deadlines and caps are enforced here,
+ * outside the sandbox, so a cell that hangs or floods ends with a clear status. */
+#include "sandbox.h"
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/utf8.h"
+#include "base/util.h"
+#include "base/wire.h"
+#include "config.h"
+#include "session-internal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How long a runner may take to start Python and import the profile's preload modules. */
+#define INIT_TIMEOUT_MS 120000
+
+/* A result frame carries the repr, rich outputs and the files manifest, which the runner
+ * keeps within the output cap; this much more covers the manifest and the JSON around them. */
+#define FRAME_OVERHEAD_MAX (2u * 1024u * 1024u)
+
+enum drive_outcome {
+        DRIVE_FRAME,        /* a complete frame arrived */
+        DRIVE_FRAME_LIMIT,  /* the runner announced a frame over the limit */
+        DRIVE_TIMEOUT,      /* the deadline passed */
+        DRIVE_EXITED,       /* the sandbox's first process is gone (or closed the socket) */
+        DRIVE_OUTPUT_LIMIT, /* stdout + stderr passed the cap */
+        DRIVE_PROTOCOL,     /* the runner sent something that is not a valid frame */
+};
+
+struct capture {
+        char *buf[3]; /* index 1 = stdout, 2 = stderr */
+        size_t len[3];
+        size_t total;
+        size_t limit;
+        bool truncated[3];
+};
+
+static void capture_done(struct capture *c)
+{
+        free(c->buf[1]);
+        free(c->buf[2]);
+        memset(c, 0, sizeof(*c));
+}
+
+/* Appends what fits under the cap; returns false once the cap is passed. */
+static bool capture_add(struct capture *c, int stream, const char *data, size_t n)
+{
+        size_t room = c->limit > c->total ? c->limit - c->total : 0;
+        size_t take = n < room ? n : room;
+        char *p;
+
+        if (take > 0) {
+                p = realloc(c->buf[stream], c->len[stream] + take + 1);
+                if (!p)
+                        return false;
+                memcpy(p + c->len[stream], data, take);
+                c->buf[stream] = p;
+                c->len[stream] += take;
+                c->total += take;
+        }
+        if (take < n) {
+                c->truncated[stream] = true;
+                return false;
+        }
+        return true;
+}
+
+static int set_nonblock(int fd)
+{
+        int fl = fcntl(fd, F_GETFL);
+
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Reads what a pipe has now. Returns >0 bytes, 0 at EOF, -EAGAIN when empty, or -errno. */
+static ssize_t pipe_read(int fd, char *buf, size_t size)
+{
+        ssize_t n;
+
+        do
+                n = read(fd, buf, size);
+        while (n < 0 && errno == EINTR);
+        return n < 0 ? -errno : n;
+}
+
+/* Moves output from one pipe into the capture and the sink. Returns 0 while open, 1 at EOF,
+ * -E2BIG when the cap was passed. */
+static int pump(struct sandbox *sb, struct capture *cap, const struct exec_sink *sink, int stream,
+                bool drain)
+{
+        int fd = stream == 1 ? sb->jail->stdout_fd : sb->jail->stderr_fd;
+        char buf[65536];
+
+        for (;;) {
+                ssize_t n = pipe_read(fd, buf, sizeof(buf));
+                if (n == -EAGAIN)
+                        return 0;
+                if (n <= 0)
+                        return 1;
+                if (cap) {
+                        size_t before = cap->len[stream];
+                        bool ok = capture_add(cap, stream, buf, (size_t) n);
+                        if (sink && sink->on_output && cap->len[stream] > before)
+                                sink->on_output(sink->userdata, stream, cap->buf[stream] + before,
+                                                cap->len[stream] - before);
+                        if (!ok)
+                                return -E2BIG;
+                }
+                if (!drain)
+                        return 0;
+        }
+}
+
+/* Reads from the control socket into the frame buffer; returns 1 when a whole frame is ready in
+ * *ret_frame, 0 when more bytes are needed, -EPIPE at EOF, -EBADMSG/-E2BIG on a bad frame. */
+static int frame_read(struct sandbox *sb, json_t **ret_frame)
+{
+        for (;;) {
+                size_t want;
+                ssize_t n;
+
+                if (sb->rlen >= 4) {
+                        uint32_t len_le;
+                        memcpy(&len_le, sb->rbuf, 4);
+                        sb->rwant = le32toh(len_le);
+                        /* Past the protocol's maximum nothing honest was sent; past the
+                         * profile's budget the cell's result was merely too large. */
+                        if (sb->rwant > WIRE_FRAME_MAX)
+                                return -EBADMSG;
+                        if (sb->rwant > sb->frame_max)
+                                return -E2BIG;
+                        if (sb->rlen == 4 + sb->rwant) {
+                                json_t *o = json_loadb(sb->rbuf + 4, sb->rwant, 0, NULL);
+                                sb->rlen = 0;
+                                if (!o || !json_is_object(o)) {
+                                        json_decref(o);
+                                        return -EBADMSG;
+                                }
+                                *ret_frame = o;
+                                return 1;
+                        }
+                        want = 4 + sb->rwant - sb->rlen;
+                } else {
+                        want = 4 - sb->rlen;
+                }
+                if (sb->rsize < sb->rlen + want) {
+                        size_t size = sb->rlen + want;
+                        char *p = realloc(sb->rbuf, size);
+                        if (!p)
+                                return -ENOMEM;
+                        sb->rbuf = p;
+                        sb->rsize = size;
+                }
+                do
+                        n = read(sb->jail->ctl_fd, sb->rbuf + sb->rlen, want);
+                while (n < 0 && errno == EINTR);
+                if (n < 0)
+                        return errno == EAGAIN ? 0 : -errno;
+                if (n == 0)
+                        return -EPIPE;
+                sb->rlen += (size_t) n;
+        }
+}
+
+static enum drive_outcome drive(struct sandbox *sb, uint64_t deadline_ns, struct capture *cap,
+                                const struct exec_sink *sink, json_t **ret_frame)
+{
+        bool out_open = true, err_open = true;
+
+        for (;;) {
+                struct pollfd pfd[4] = {
+                        { .fd = sb->jail->ctl_fd, .events = POLLIN },
+                        { .fd = out_open ? sb->jail->stdout_fd : -1, .events = POLLIN },
+                        { .fd = err_open ? sb->jail->stderr_fd : -1, .events = POLLIN },
+                        { .fd = sb->jail->pidfd, .events = POLLIN },
+                };
+                uint64_t now = now_ns();
+                int timeout_ms, r;
+
+                if (now >= deadline_ns)
+                        return DRIVE_TIMEOUT;
+                timeout_ms = (int) ((deadline_ns - now) / 1000000ULL) + 1;
+                r = poll(pfd, 4, timeout_ms);
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return DRIVE_EXITED;
+                }
+                for (int s = 1; s <= 2; s++) {
+                        if (!pfd[s].revents)
+                                continue;
+                        r = pump(sb, cap, sink, s, false);
+                        if (r == -E2BIG)
+                                return DRIVE_OUTPUT_LIMIT;
+                        if (r == 1) {
+                                if (s == 1)
+                                        out_open = false;
+                                else
+                                        err_open = false;
+                        }
+                }
+                if (pfd[0].revents) {
+                        r = frame_read(sb, ret_frame);
+                        if (r == 1)
+                                return DRIVE_FRAME;
+                        if (r == -EPIPE)
+                                return DRIVE_EXITED;
+                        if (r == -E2BIG)
+                                return DRIVE_FRAME_LIMIT;
+                        if (r < 0)
+                                return DRIVE_PROTOCOL;
+                }
+                if (pfd[3].revents)
+                        return DRIVE_EXITED;
+        }
+}
+
+static void drain_all(struct sandbox *sb, struct capture *cap, const struct exec_sink *sink)
+{
+        (void) pump(sb, cap, sink, 1, true);
+        (void) pump(sb, cap, sink, 2, true);
+}
+
+char *sandbox_find_runner(void)
+{
+        char exe[PATH_MAX], path[PATH_MAX + 64];
+        const char *env = getenv("AIRLOCK_RUNNER");
+        ssize_t n;
+        char *slash;
+
+        if (env && *env)
+                return strdup(env);
+        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+                exe[n] = '\0';
+                slash = strrchr(exe, '/');
+                if (slash) {
+                        *slash = '\0';
+                        /* In the build tree the CLI lives in src/cli, benchmarks in bench
+                         * and the runner in src/runner; installed, it is in libexec. */
+                        (void) snprintf(path, sizeof(path), "%s/../runner/airlock-runner", exe);
+                        if (access(path, X_OK) == 0)
+                                return realpath(path, NULL);
+                        (void) snprintf(path, sizeof(path), "%s/../src/runner/airlock-runner", exe);
+                        if (access(path, X_OK) == 0)
+                                return realpath(path, NULL);
+                        (void) snprintf(path, sizeof(path), "%s/airlock-runner", exe);
+                        if (access(path, X_OK) == 0)
+                                return realpath(path, NULL);
+                }
+        }
+        (void) snprintf(path, sizeof(path), "%s/airlock-runner", AIRLOCK_LIBEXEC_DIR);
+        if (access(path, X_OK) == 0)
+                return strdup(path);
+        return NULL;
+}
+
+static int env_add(char ***envp, size_t *n, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static int env_add(char ***envp, size_t *n, const char *fmt, ...)
+{
+        char **v;
+        va_list ap;
+        int r;
+
+        v = realloc(*envp, (*n + 2) * sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        *envp = v;
+        va_start(ap, fmt);
+        r = vasprintf(&v[*n], fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        v[++*n] = NULL;
+        return 0;
+}
+
+/* The complete environment of user code: nothing of the daemon's own environment (tokens,
+ * paths) is passed on. */
+static int build_env(const struct sandbox *sb, char ***ret_envp)
+{
+        const struct profile *p = sb->profile;
+        unsigned threads = (p->limits.cpu_millicpus + 999) / 1000;
+        const char *home = sb->workdir ? sb->workdir : "/work";
+        _cleanup_strv_free_ char **envp = NULL;
+        size_t n = 0;
+        int r = 0;
+
+        if (threads == 0)
+                threads = 1;
+        r |= env_add(&envp, &n, "PATH=/usr/local/bin:/usr/bin:/bin");
+        r |= env_add(&envp, &n, "HOME=%s", home);
+        r |= env_add(&envp, &n, "USER=sandbox");
+        r |= env_add(&envp, &n, "LOGNAME=sandbox");
+        r |= env_add(&envp, &n, "SHELL=/bin/bash");
+        r |= env_add(&envp, &n, "LANG=C.UTF-8");
+        r |= env_add(&envp, &n, "TERM=dumb");
+        r |= env_add(&envp, &n, "TMPDIR=/tmp");
+        r |= env_add(&envp, &n, "PYTHONDONTWRITEBYTECODE=1");
+        r |= env_add(&envp, &n, "PYTHONUNBUFFERED=1");
+        /* Caches (fontconfig, matplotlib) go to /tmp so they never show up as files the
+         * code made in /work. */
+        r |= env_add(&envp, &n, "XDG_CACHE_HOME=/tmp/.cache");
+        r |= env_add(&envp, &n, "MPLCONFIGDIR=/tmp/.config/matplotlib");
+        /* BLAS and OpenMP pools sized to the CPU cap, not to the host's cores. */
+        r |= env_add(&envp, &n, "OPENBLAS_NUM_THREADS=%u", threads);
+        r |= env_add(&envp, &n, "OMP_NUM_THREADS=%u", threads);
+        r |= env_add(&envp, &n, "MKL_NUM_THREADS=%u", threads);
+        for (char **e = p->env; *e; e++)
+                r |= env_add(&envp, &n, "%s", *e);
+        if (r < 0)
+                return -ENOMEM;
+        *ret_envp = TAKE_PTR(envp);
+        return 0;
+}
+
+static json_t *strv_to_json(char **v)
+{
+        json_t *a;
+
+        if (!v)
+                return json_null();
+        a = json_array();
+        for (; a && *v; v++)
+                json_array_append_new(a, json_string(*v));
+        return a;
+}
+
+static int send_frame(struct sandbox *sb, json_t *frame)
+{
+        int r;
+
+        /* The control socket is non-blocking for reads; a request is small enough to be sent
+         * with a blocking write, which the socket buffer absorbs. */
+        r = wire_send(sb->jail->ctl_fd, frame);
+        json_decref(frame);
+        return r;
+}
+
+int sandbox_start(const struct jail_features *features, const struct sandbox_options *opts,
+                  struct sandbox **ret_sb, struct airlock_error *err)
+{
+        _cleanup_(sandbox_freep) struct sandbox *sb = NULL;
+        const struct profile *p = opts->profile;
+        struct jail_config cfg = { 0 };
+        struct capture cap = { .limit = 64 * 1024 };
+        json_t *frame = NULL;
+        char *argv[] = { "airlock-runner", NULL };
+        enum drive_outcome o;
+        const char *op;
+        int r;
+
+        sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return -ENOMEM;
+        sb->profile = p;
+        sb->mode = opts->mode;
+        sb->runner_path = opts->runner_path ? strdup(opts->runner_path) : sandbox_find_runner();
+        if (!sb->runner_path)
+                return airlock_error_set(err, -ENOENT,
+                                         "cannot find airlock-runner (set AIRLOCK_RUNNER, or "
+                                         "install it in %s)",
+                                         AIRLOCK_LIBEXEC_DIR);
+        if (opts->mode != JAIL_NAMESPACES) {
+                r = workspace_make_host_dir(&sb->workdir, err);
+                if (r < 0)
+                        return r;
+        }
+        r = build_env(sb, &sb->envp);
+        if (r < 0)
+                return r;
+
+        cfg.mode = opts->mode;
+        cfg.name = opts->name;
+        cfg.runner_path = sb->runner_path;
+        cfg.argv = argv;
+        cfg.envp = sb->envp;
+        cfg.rootfs = p->rootfs;
+        sb->memory_bytes = opts->memory_bytes ? opts->memory_bytes : p->limits.memory_bytes;
+        cfg.memory_bytes = sb->memory_bytes;
+        cfg.cpu_millicpus = p->limits.cpu_millicpus;
+        cfg.pids = p->limits.pids;
+        cfg.workspace_bytes = p->limits.workspace_bytes;
+        cfg.tmp_bytes = p->limits.tmp_bytes;
+        cfg.files = p->limits.files;
+        cfg.host_workdir = sb->workdir;
+        r = jail_spawn(features, &cfg, &sb->jail, err);
+        if (r < 0)
+                return r;
+        sb->alive = true;
+        sb->frame_max = p->limits.output_bytes + FRAME_OVERHEAD_MAX;
+        if (sb->frame_max > WIRE_FRAME_MAX)
+                sb->frame_max = WIRE_FRAME_MAX;
+        (void) set_nonblock(sb->jail->ctl_fd);
+        (void) set_nonblock(sb->jail->stdout_fd);
+        (void) set_nonblock(sb->jail->stderr_fd);
+
+        r = send_frame(sb, json_pack("{s:s, s:s, s:I, s:o, s:s, s:o}", "op", "init", "profile",
+                                     p->name, "output_max", (json_int_t) p->limits.output_bytes,
+                                     "imports", strv_to_json(p->imports), "policy",
+                                     p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none",
+                                     "preload",
+                                     opts->preload ? strv_to_json(p->preload) : json_array()));
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
+        o = drive(sb, now_ns() + INIT_TIMEOUT_MS * 1000000ULL, &cap, NULL, &frame);
+        if (o != DRIVE_FRAME) {
+                drain_all(sb, &cap, NULL);
+                r = airlock_error_set(
+                        err, -EIO, "the runner did not start (%s)%s%.*s",
+                        o == DRIVE_TIMEOUT ? "timed out" : "it exited", cap.len[2] ? ": " : "",
+                        (int) (cap.len[2] > 400 ? 400 : cap.len[2]), cap.buf[2] ? cap.buf[2] : "");
+                capture_done(&cap);
+                return r;
+        }
+        capture_done(&cap);
+        op = json_string_value(json_object_get(frame, "op"));
+        if (!op || strcmp(op, "ready") != 0) {
+                const char *msg = json_string_value(json_object_get(frame, "message"));
+                r = airlock_error_set(err, -EIO, "the runner failed to start: %s",
+                                      msg ? msg : "unexpected answer");
+                json_decref(frame);
+                return r;
+        }
+        {
+                json_t *errors = json_object_get(frame, "preload_errors");
+                size_t i;
+                json_t *e;
+                json_array_foreach (errors, i, e) {
+                        if (json_is_string(e))
+                                log_warn("profile '%s': preload failed: %s", p->name,
+                                         json_string_value(e));
+                }
+        }
+        json_decref(frame);
+        *ret_sb = TAKE_PTR(sb);
+        return 0;
+}
+
+static const char *signal_reason(int sig)
+{
+        switch (sig) {
+        case SIGSYS:
+                return "a forbidden system call (seccomp)";
+        case SIGSEGV:
+                return "a segmentation fault";
+        case SIGBUS:
+                return "a bus error";
+        case SIGABRT:
+                return "an abort";
+        case SIGXCPU:
+                return "the CPU time limit";
+        case SIGXFSZ:
+                return "the file size limit";
+        case SIGKILL:
+                return "SIGKILL";
+        default:
+                return "a signal";
+        }
+}
+
+static json_t *error_object(const char *name, const char *value)
+{
+        return json_pack("{s:s, s:s, s:s}", "name", name, "value", value, "traceback", "");
+}
+
+/* Copies a field of the runner's answer only when it has the expected type. */
+static json_t *field_string_or_null(json_t *frame, const char *key)
+{
+        json_t *v = json_object_get(frame, key);
+
+        return json_is_string(v) ? json_incref(v) : json_null();
+}
+
+static json_t *validated_error(json_t *frame)
+{
+        json_t *e = json_object_get(frame, "error");
+        json_t *name, *value, *tb;
+
+        if (!json_is_object(e))
+                return json_null();
+        name = json_object_get(e, "name");
+        value = json_object_get(e, "value");
+        tb = json_object_get(e, "traceback");
+        return json_pack("{s:s, s:s, s:s}", "name",
+                         json_is_string(name) ? json_string_value(name) : "Error", "value",
+                         json_is_string(value) ? json_string_value(value) : "", "traceback",
+                         json_is_string(tb) ? json_string_value(tb) : "");
+}
+
+static json_t *validated_array(json_t *frame, const char *key)
+{
+        json_t *v = json_object_get(frame, key);
+
+        return json_is_array(v) ? json_incref(v) : json_array();
+}
+
+static json_t *captured_string(struct capture *cap, int stream)
+{
+        _cleanup_free_ char *text = NULL;
+        json_t *s;
+
+        text = utf8_sanitize(cap->buf[stream] ? cap->buf[stream] : "", cap->len[stream]);
+        if (!text)
+                return json_string("");
+        if (cap->truncated[stream]) {
+                _cleanup_free_ char *marked = NULL;
+                if (asprintf(&marked, "%s\n[airlock: output truncated at %zu bytes]\n", text,
+                             cap->limit) < 0)
+                        return json_string(text);
+                return json_string(marked);
+        }
+        s = json_string(text);
+        return s ? s : json_string("");
+}
+
+int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
+                 struct airlock_error *err)
+{
+        const struct profile *p = sb->profile;
+        uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : p->limits.timeout_ms;
+        struct capture cap = { .limit = p->limits.output_bytes };
+        struct cgroup_usage u0 = { 0 }, u1 = { 0 };
+        const char *status = NULL;
+        json_t *frame = NULL, *error = NULL, *result;
+        enum drive_outcome o;
+        uint64_t t0, wall_ns;
+        int exit_code = 0, r;
+        bool timed_out = false;
+        double cpu_ms = 0;
+        uint64_t peak = 0;
+
+        if (!sb->alive)
+                return airlock_error_set(err, -ESRCH, "the sandbox is no longer running");
+        if (sb->jail->cgroup) {
+                (void) cgroup_reset_peak(sb->jail->cgroup);
+                (void) cgroup_read_usage(sb->jail->cgroup, &u0);
+        }
+
+        t0 = now_ns();
+        r = send_frame(sb, json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
+                                     req->language ? req->language : "python", "code", req->code));
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot send the code to the runner: %s",
+                                         strerror(-r));
+        o = drive(sb, t0 + timeout_ms * 1000000ULL, &cap, req->sink, &frame);
+        wall_ns = now_ns() - t0;
+
+        switch (o) {
+        case DRIVE_FRAME:
+                drain_all(sb, &cap, req->sink);
+                if (!json_is_object(frame) || !json_is_string(json_object_get(frame, "op")) ||
+                    strcmp(json_string_value(json_object_get(frame, "op")), "result") != 0) {
+                        const char *msg = json_string_value(json_object_get(frame, "message"));
+                        status = "killed";
+                        exit_code = 1;
+                        error = error_object("RunnerError",
+                                             msg ? msg : "the runner sent an unexpected answer");
+                        (void) jail_kill(sb->jail);
+                        sb->alive = false;
+                        break;
+                }
+                status = json_string_value(json_object_get(frame, "status"));
+                if (!status || (strcmp(status, "ok") != 0 && strcmp(status, "error") != 0))
+                        status = "error";
+                status = strcmp(status, "ok") == 0 ? "ok" : "error";
+                exit_code = json_is_integer(json_object_get(frame, "exit_code"))
+                                    ? (int) json_integer_value(json_object_get(frame, "exit_code"))
+                                    : (strcmp(status, "ok") == 0 ? 0 : 1);
+                error = validated_error(frame);
+                break;
+        case DRIVE_TIMEOUT:
+                status = "timeout";
+                timed_out = true;
+                exit_code = 124;
+                (void) jail_kill(sb->jail);
+                sb->alive = false;
+                drain_all(sb, &cap, req->sink);
+                {
+                        char msg[128];
+                        (void) snprintf(msg, sizeof(msg),
+                                        "the cell ran longer than %.3g s and was stopped",
+                                        timeout_ms / 1000.0);
+                        error = error_object("TimeoutError", msg);
+                }
+                break;
+        case DRIVE_FRAME_LIMIT:
+        case DRIVE_OUTPUT_LIMIT:
+                status = "output_limit";
+                exit_code = 125;
+                (void) jail_kill(sb->jail);
+                sb->alive = false;
+                {
+                        char msg[128];
+                        if (o == DRIVE_FRAME_LIMIT)
+                                (void) snprintf(msg, sizeof(msg),
+                                                "the cell's result was larger than %zu bytes and "
+                                                "the cell was stopped",
+                                                sb->frame_max);
+                        else
+                                (void) snprintf(msg, sizeof(msg),
+                                                "the output passed the limit of %zu bytes and the "
+                                                "cell was stopped",
+                                                cap.limit);
+                        error = error_object("OutputLimitError", msg);
+                }
+                break;
+        case DRIVE_PROTOCOL:
+        case DRIVE_EXITED: {
+                char msg[256];
+                drain_all(sb, &cap, req->sink);
+                if (o == DRIVE_PROTOCOL)
+                        (void) jail_kill(sb->jail);
+                else if (jail_wait(sb->jail, true) == -EAGAIN) {
+                        /* The control socket closed but the process lives: user code closed
+                         * fd 3. The sandbox cannot be driven any more. */
+                        (void) jail_kill(sb->jail);
+                }
+                (void) jail_wait(sb->jail, false);
+                sb->alive = false;
+                if (sb->jail->cgroup)
+                        (void) cgroup_read_usage(sb->jail->cgroup, &u1);
+                if (u1.oom_kills > u0.oom_kills) {
+                        status = "oom";
+                        exit_code = 137;
+                        (void) snprintf(msg, sizeof(msg),
+                                        "the sandbox ran out of memory (limit %llu MiB) and was "
+                                        "killed",
+                                        (unsigned long long) (sb->memory_bytes / 1048576));
+                        error = error_object("MemoryError", msg);
+                } else if (o == DRIVE_PROTOCOL) {
+                        status = "killed";
+                        exit_code = 137;
+                        error = error_object("RunnerError",
+                                             "the runner's control channel was corrupted (user "
+                                             "code wrote to fd 3?); the sandbox was killed");
+                } else if (WIFSIGNALED(sb->jail->wait_status)) {
+                        int sig = WTERMSIG(sb->jail->wait_status);
+                        status = "killed";
+                        exit_code = 128 + sig;
+                        (void) snprintf(msg, sizeof(msg),
+                                        "the interpreter was killed by signal %d "
+                                        "(%s): %s",
+                                        sig, strsignal(sig), signal_reason(sig));
+                        error = error_object("Killed", msg);
+                } else {
+                        exit_code = WIFEXITED(sb->jail->wait_status)
+                                            ? WEXITSTATUS(sb->jail->wait_status)
+                                            : 1;
+                        status = exit_code == 0 ? "ok" : "error";
+                        (void) snprintf(msg, sizeof(msg), "the interpreter exited with status %d",
+                                        exit_code);
+                        error = exit_code == 0 ? json_null() : error_object("SystemExit", msg);
+                }
+                break;
+        }
+        }
+
+        if (sb->jail->cgroup && (sb->alive || !u1.has_cpu))
+                (void) cgroup_read_usage(sb->jail->cgroup, &u1);
+        if (u1.has_cpu)
+                cpu_ms = (double) (u1.cpu_usec - u0.cpu_usec) / 1000.0;
+        else if (frame && json_is_number(json_object_get(frame, "cpu_ms")))
+                cpu_ms = json_number_value(json_object_get(frame, "cpu_ms"));
+        if (u1.has_peak)
+                peak = u1.memory_peak;
+        else if (frame && json_is_integer(json_object_get(frame, "max_rss_bytes")))
+                peak = (uint64_t) json_integer_value(json_object_get(frame, "max_rss_bytes"));
+
+        sb->exec_count++;
+        result = json_pack(
+                "{s:s, s:o, s:o, s:o, s:o, s:o, s:i, s:b, s:i, s:o, s:{s:f, s:f, s:I}}", "status",
+                status, "stdout", captured_string(&cap, 1), "stderr", captured_string(&cap, 2),
+                "result", frame ? field_string_or_null(frame, "result") : json_null(), "outputs",
+                frame ? validated_array(frame, "outputs") : json_array(), "error",
+                error ? error : json_null(), "exit_code", exit_code, "timed_out", timed_out,
+                "execution_count", sb->exec_count, "files",
+                frame ? validated_array(frame, "files") : json_array(), "usage", "wall_ms",
+                wall_ns / 1e6, "cpu_ms", cpu_ms, "peak_memory_bytes", (json_int_t) peak);
+        capture_done(&cap);
+        json_decref(frame);
+        if (!result)
+                return airlock_error_set(err, -ENOMEM, "out of memory building the result");
+        *ret_result = result;
+        return 0;
+}
+
+bool sandbox_is_alive(const struct sandbox *sb)
+{
+        return sb->alive;
+}
+
+uint64_t sandbox_setup_ns(const struct sandbox *sb)
+{
+        return sb->jail ? sb->jail->setup_ns : 0;
+}
+
+struct sandbox *sandbox_free(struct sandbox *sb)
+{
+        if (!sb)
+                return NULL;
+        if (sb->jail && sb->alive) {
+                /* Let the runner finish cleanly (atexit handlers, flushes) for a moment: EOF on
+                 * its control socket makes it exit; the pidfd says when it did. */
+                struct pollfd pfd = { .fd = sb->jail->pidfd, .events = POLLIN };
+                (void) shutdown(sb->jail->ctl_fd, SHUT_WR);
+                if (pfd.fd >= 0)
+                        (void) poll(&pfd, 1, 100);
+        }
+        sb->jail = jail_free(sb->jail);
+        if (sb->workdir)
+                (void) workspace_remove_host_dir(sb->workdir);
+        free(sb->workdir);
+        free(sb->runner_path);
+        strv_free(sb->envp);
+        free(sb->rbuf);
+        free(sb);
+        return NULL;
+}

@@ -1,0 +1,74 @@
+/* Driving one runner in one sandbox: start it with a profile, execute cells with timeouts and
+ * output caps, and turn whatever happened (a result, a crash, an OOM kill, a flood, a hang) into
+ * the execution object of DESIGN.md section 4. Used by `airlock run` for one-shot runs and by
+ * the daemon's sessions. Nothing the runner sends is trusted: frames are bounded and the result
+ * object is rebuilt from validated fields. */
+#pragma once
+
+#include "base/error.h"
+#include "jail/jail.h"
+#include "profile/profile.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sandbox;
+
+struct sandbox_options {
+        enum jail_isolation mode;
+        const struct profile *profile; /* borrowed; must outlive the sandbox */
+        const char *name;              /* cgroup and log name, e.g. "airlock-run-1234" */
+        const char *runner_path;       /* NULL: found next to the binary or installed */
+        uint64_t memory_bytes;         /* 0: the profile's limit */
+        bool preload;                  /* import the profile's preload modules at start */
+};
+
+/* Receives output as it is captured, for streaming. stream is 1 (stdout) or 2 (stderr).
+ * The data is raw bytes, possibly cut inside a UTF-8 character. */
+struct exec_sink {
+        void (*on_output)(void *userdata, int stream, const char *data, size_t len);
+        void *userdata;
+};
+
+struct exec_request {
+        const char *language; /* "python" or "bash" */
+        const char *code;
+        uint64_t timeout_ms;          /* 0: the profile's limit */
+        const struct exec_sink *sink; /* optional */
+};
+
+/* Spawns the sandbox and initialises its runner. Returns 0 or -errno with err set. Caller frees
+ * with sandbox_free(). */
+int sandbox_start(const struct jail_features *features, const struct sandbox_options *opts,
+                  struct sandbox **ret_sb, struct airlock_error *err);
+
+/* Executes one cell. On success *ret_result is a new execution object (caller decrefs) whose
+ * status is one of ok, error, timeout, oom, killed, output_limit; the sandbox may be dead
+ * afterwards (sandbox_is_alive). Returns -errno only when the request could not be made. */
+int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
+                 struct airlock_error *err);
+
+bool sandbox_is_alive(const struct sandbox *sb);
+
+/* Time the jail took to build the sandbox (clone to exec of the runner). */
+uint64_t sandbox_setup_ns(const struct sandbox *sb);
+
+/* Copies the host file host_path into the sandbox's /work as `name` (one path component).
+ * Returns 0, -EEXIST, -EFBIG over the workspace limit, or -errno with err set. */
+int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
+                    struct airlock_error *err);
+
+/* Copies every regular file of the sandbox's /work into host_dir (created if missing), keeping
+ * the relative paths. Symlinks and special files are never followed or copied; they are listed
+ * in *ret_skipped (a new array of {"path","reason"}). Returns 0 or -errno with err set. */
+int sandbox_copy_out(struct sandbox *sb, const char *host_dir, json_t **ret_skipped,
+                     struct airlock_error *err);
+
+/* Kills the sandbox and frees everything. Accepts NULL, returns NULL. */
+struct sandbox *sandbox_free(struct sandbox *sb);
+
+/* Finds the runner binary: $AIRLOCK_RUNNER, then next to the running executable (build tree),
+ * then the installed libexec directory. Returns a new string or NULL. */
+char *sandbox_find_runner(void);

@@ -1,0 +1,786 @@
+"""Shared machinery of the hostile suite (tests/hostile, spec: HOSTILE.md).
+
+Every attack in this directory runs ONLY as user code inside an airlock sandbox, through
+`airlock run --json`. Nothing hostile is ever executed on the host: the host side of a test only
+prepares inputs (files, listeners it owns on 127.0.0.1/::1, abstract unix sockets it created)
+and inspects the host afterwards.
+
+What this file provides:
+  run(code, profile="default", language="python", timeout=20, extra_args=[], ...)
+      runs the CLI once with its own hard timeout and returns a Result (parsed JSON + exit
+      status + raw bytes + rusage of the CLI process).
+  run_py(body, ...)
+      runs a Python payload with PRELUDE (syscall helpers) prepended; the payload fills the
+      dict R and the prelude prints it, parsed into Result.R.
+  host_guard (autouse)
+      snapshots the host before each test and verifies it afterwards: hashes of host files and
+      of the airlock binaries, hostname, no process left in the sandbox uid range, no leftover
+      airlock-run-* cgroup, no new entries in /tmp and /dev/shm, host mount table unchanged.
+"""
+
+import atexit
+import dataclasses
+import errno
+import hashlib
+import json
+import os
+import pathlib
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+import uuid
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+AIRLOCK_BIN_FROM_ENV = "AIRLOCK_BIN" in os.environ
+AIRLOCK_BIN = os.environ.get("AIRLOCK_BIN") or str(REPO / "build" / "src" / "cli" / "airlock")
+
+# Host uids that sandbox processes run as (two per sandbox), see the CLI contract.
+SANDBOX_UID_BASE = 1610612736
+SANDBOX_UID_COUNT = 8388608
+
+# Exit statuses of the CLI contract.
+EXIT_TIMEOUT = 124
+EXIT_OUTPUT_LIMIT = 125
+EXIT_OOM = 137
+EXIT_AIRLOCK_FAILURE = 2
+SIGSYS_EXIT = 128 + signal.SIGSYS  # 159
+
+# Keep at most this much of the CLI's output in memory (the flood test needs to see if the
+# CLI itself caps; we keep counting beyond this but do not store).
+MAX_CAPTURE = 64 << 20
+
+# A private directory for code files, profiles, output dirs and the canary. It is excluded from
+# the /tmp comparison and removed at the end of the session.
+SESSION_DIR = pathlib.Path(tempfile.mkdtemp(prefix="airlock-hostile-", dir="/tmp"))
+os.chmod(SESSION_DIR, 0o700)
+atexit.register(shutil.rmtree, SESSION_DIR, True)
+CANARY_CONTENT = ("airlock-hostile-canary-" + uuid.uuid4().hex + "\n").encode()
+CANARY = SESSION_DIR / "canary.txt"
+CANARY.write_bytes(CANARY_CONTENT)
+
+# Fake secrets placed in the CLI's environment for every run: none may ever reach user code.
+SECRET_ENV = {
+    "AIRLOCK_HOSTILE_SECRET": "hostile-secret-" + uuid.uuid4().hex,
+    "AIRLOCK_TOKEN": "hostile-token-" + uuid.uuid4().hex,
+    "AWS_SECRET_ACCESS_KEY": "hostile-aws-" + uuid.uuid4().hex,
+    "OPENAI_API_KEY": "hostile-openai-" + uuid.uuid4().hex,
+    "GITHUB_TOKEN": "hostile-gh-" + uuid.uuid4().hex,
+}
+
+_counter = 0
+
+
+def _next_name(prefix):
+    global _counter
+    _counter += 1
+    return f"{prefix}-{os.getpid()}-{_counter}"
+
+
+def errname(e):
+    return errno.errorcode.get(e, f"E{e}")
+
+
+# --------------------------------------------------------------------------------------------
+# Running the CLI
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Result:
+    argv: list
+    rc: int                 # exit status of the CLI (negative: killed by that signal)
+    raw_stdout: bytes       # first MAX_CAPTURE bytes of the CLI's stdout
+    raw_stderr: bytes
+    stdout_total: int       # bytes the CLI wrote to stdout in all
+    wall: float             # seconds, CLI start to exit
+    rusage: object          # resource.struct_rusage of the CLI process (from wait4)
+    cli_hwm_kib: int = 0    # the CLI process's own peak RSS (VmHWM), sampled while it ran
+    json: dict = None
+    json_error: str = None
+    R: dict = None          # run_py: the payload's result dict
+
+    # Shorthands into the JSON object.
+    def __getitem__(self, key):
+        return self.json[key]
+
+    @property
+    def status(self):
+        return self.json.get("status") if self.json else None
+
+    @property
+    def out(self):
+        return (self.json or {}).get("stdout") or ""
+
+    @property
+    def err(self):
+        return (self.json or {}).get("stderr") or ""
+
+    @property
+    def exit_code(self):
+        return (self.json or {}).get("exit_code")
+
+    @property
+    def error(self):
+        return (self.json or {}).get("error")
+
+    @property
+    def cli_stderr(self):
+        return self.raw_stderr.decode("utf-8", "replace")
+
+    def describe(self, limit=6000):
+        """Everything needed to understand a failure, cut to a readable size."""
+        if self.json is not None:
+            j = dict(self.json)
+            for k in ("stdout", "stderr"):
+                if isinstance(j.get(k), str) and len(j[k]) > 2500:
+                    j[k] = j[k][:1200] + f"...[{len(j[k])} chars]..." + j[k][-1200:]
+            body = json.dumps(j, indent=1)
+        else:
+            body = f"(no JSON: {self.json_error}) stdout={self.raw_stdout[:2000]!r}"
+        text = (f"argv={' '.join(map(str, self.argv))}\nrc={self.rc} wall={self.wall:.2f}s\n"
+                f"cli stderr={self.cli_stderr[-2000:]!r}\njson={body}")
+        return text[:limit]
+
+
+def _code_file(code, language):
+    suffix = ".py" if language == "python" else ".sh"
+    path = SESSION_DIR / (_next_name("code") + suffix)
+    path.write_text(code)
+    return path
+
+
+def airlock_argv(code_path, *, profile="default", language="python", timeout=20, memory=None,
+                 inputs=(), output=None, json_mode=True, extra_args=()):
+    argv = [AIRLOCK_BIN, "run"]
+    if profile is not None:
+        argv += ["-p", str(profile)]
+    if language is not None:
+        argv += ["-l", language]
+    if timeout is not None:
+        argv += ["--timeout", str(timeout)]
+    if memory is not None:
+        argv += ["--memory", str(memory)]
+    if json_mode:
+        argv.append("--json")
+    for i in inputs:
+        argv += ["--input", str(i)]
+    if output is not None:
+        argv += ["--output", str(output)]
+    argv += list(extra_args)
+    argv.append(str(code_path))
+    return argv
+
+
+def cli_env(extra=None):
+    env = dict(os.environ)
+    # Never let the caller's environment weaken or redirect the sandbox under test
+    # (AIRLOCK_ISOLATION=none, AIRLOCK_SECCOMP_LOG, another runner or profile directory...).
+    for k in list(env):
+        if k.startswith("AIRLOCK_") and k != "AIRLOCK_LOG":
+            del env[k]
+    env.update(SECRET_ENV)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def require_binary():
+    if not os.access(AIRLOCK_BIN, os.X_OK):
+        pytest.fail(f"airlock binary not found or not executable: {AIRLOCK_BIN} "
+                    "(build it, or set AIRLOCK_BIN)")
+
+
+def _vm_hwm_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def execute(argv, *, hard_timeout, env=None, stdin=subprocess.DEVNULL, popen_extra=None):
+    """Runs argv, draining stdout/stderr, with a hard deadline after which the whole process
+    group of the CLI (which we started, in its own session) is SIGKILLed and the test fails."""
+    require_binary()
+    popen_extra = dict(popen_extra or {})
+    popen_extra.setdefault("start_new_session", True)
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env if env is not None else cli_env(), **popen_extra)
+    bufs = {p.stdout.fileno(): bytearray(), p.stderr.fileno(): bytearray()}
+    totals = {p.stdout.fileno(): 0, p.stderr.fileno(): 0}
+    sel = selectors.DefaultSelector()
+    for f in (p.stdout, p.stderr):
+        os.set_blocking(f.fileno(), False)
+        sel.register(f.fileno(), selectors.EVENT_READ)
+    deadline = t0 + hard_timeout
+    hung = False
+    hwm = 0
+    while sel.get_map():
+        hwm = max(hwm, _vm_hwm_kib(p.pid))
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            hung = True
+            break
+        for key, _ in sel.select(min(remaining, 0.5)):
+            try:
+                chunk = os.read(key.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
+            totals[key.fd] += len(chunk)
+            buf = bufs[key.fd]
+            if len(buf) < MAX_CAPTURE:
+                buf += chunk[: MAX_CAPTURE - len(buf)]
+    status = rusage = None
+    while not hung:
+        pid, st, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            status, rusage = st, ru
+            break
+        if time.monotonic() > deadline:
+            hung = True
+            break
+        time.sleep(0.02)
+    if hung:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status, rusage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    sel.close()
+    out_fd, err_fd = p.stdout.fileno(), p.stderr.fileno()
+    res = Result(argv=argv, rc=p.returncode, raw_stdout=bytes(bufs[out_fd]),
+                 raw_stderr=bytes(bufs[err_fd]), stdout_total=totals[out_fd],
+                 wall=time.monotonic() - t0, rusage=rusage, cli_hwm_kib=hwm)
+    p.stdout.close()
+    p.stderr.close()
+    if hung:
+        pytest.fail(f"airlock did not finish within the hard timeout of {hard_timeout}s "
+                    f"(hung sandbox or CLI); killed it.\n{res.describe()}")
+    return res
+
+
+def parse_json(res):
+    try:
+        res.json = json.loads(res.raw_stdout.decode("utf-8"))
+        if not isinstance(res.json, dict):
+            res.json_error = "top level is not an object"
+            res.json = None
+    except (UnicodeDecodeError, ValueError) as e:
+        res.json_error = str(e)
+    return res
+
+
+def run(code, profile="default", language="python", timeout=20, extra_args=(), *, memory=None,
+        inputs=(), output=None, json_mode=True, env=None, hard_timeout=None, check_json=True):
+    """Runs `code` once in a fresh sandbox via the CLI. Returns a Result; with --json the JSON
+    must parse (the contract prints it whenever the code ran), else the test fails with the
+    CLI's stderr."""
+    path = _code_file(code, language)
+    argv = airlock_argv(path, profile=profile, language=language, timeout=timeout,
+                        memory=memory, inputs=inputs, output=output, json_mode=json_mode,
+                        extra_args=extra_args)
+    if hard_timeout is None:
+        hard_timeout = (float(timeout) if timeout is not None else 30.0) + 45.0
+    res = execute(argv, hard_timeout=hard_timeout, env=cli_env(env))
+    if json_mode:
+        parse_json(res)
+        if check_json and res.json is None:
+            pytest.fail(f"airlock run --json printed no JSON object\n{res.describe()}")
+    return res
+
+
+# Python prelude for payloads: raw syscalls with errno names, and a result dict R that is
+# printed as the last line "@@R@@{json}".
+PRELUDE = r'''
+import ctypes as _ct, errno as _errno, json as _json, os, sys
+_libc = _ct.CDLL(None, use_errno=True)
+_libc.syscall.restype = _ct.c_long
+R = {}
+def ename(e):
+    return _errno.errorcode.get(e, "E%d" % e)
+def _arg(a):
+    if isinstance(a, int):
+        return _ct.c_ulong(a & 0xffffffffffffffff)
+    return a
+def syscall(nr, *args):
+    """Raw syscall: returns 'OK:<ret>' or the errno name."""
+    _ct.set_errno(0)
+    r = _libc.syscall(_ct.c_long(nr), *[_arg(a) for a in args])
+    if r == -1:
+        return ename(_ct.get_errno())
+    return "OK:%d" % r
+def attempt(fn, *a, **kw):
+    """Calls fn: 'OK', the errno name of an OSError, or 'ExcName:message'."""
+    try:
+        fn(*a, **kw)
+        return "OK"
+    except OSError as e:
+        if e.errno is not None:
+            return ename(e.errno)
+        return type(e).__name__ + ":" + str(e)[:200]
+    except BaseException as e:
+        return type(e).__name__ + ":" + str(e)[:200]
+def report():
+    sys.stdout.flush()
+    sys.stdout.write("\n@@R@@" + _json.dumps(R, sort_keys=True, default=str) + "\n")
+    sys.stdout.flush()
+'''
+
+
+def run_py(body, profile="default", timeout=20, extra_args=(), *, expect_ok=True, **kw):
+    """Runs a Python payload (PRELUDE + body + report()). With expect_ok the run must end with
+    status "ok" and a result line; Result.R holds the payload's dict."""
+    code = PRELUDE + "\n" + textwrap.dedent(body) + "\nreport()\n"
+    res = run(code, profile=profile, language="python", timeout=timeout, extra_args=extra_args,
+              **kw)
+    for line in reversed(res.out.splitlines()):
+        if line.startswith("@@R@@"):
+            res.R = json.loads(line[5:])
+            break
+    print(f"payload result: {json.dumps(res.R, sort_keys=True)[:20000]}")
+    if expect_ok:
+        assert res.status == "ok" and res.rc == 0 and res.R is not None, (
+            "payload did not run to completion\n" + res.describe())
+    return res
+
+
+def expect_in(value, allowed, what):
+    assert value in allowed, f"{what}: got {value!r}, expected one of {sorted(allowed)}"
+
+
+def custom_profile(name, limits=None, **fields):
+    """Writes a profile JSON into the session dir and returns its path (the CLI loads a path
+    given to -p directly)."""
+    doc = {"description": f"hostile suite profile {name}", "languages": ["python", "bash"]}
+    if limits:
+        doc["limits"] = limits
+    doc.update(fields)
+    d = SESSION_DIR / "profiles"
+    d.mkdir(exist_ok=True)
+    path = d / f"{name}.json"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def new_dir(prefix):
+    d = SESSION_DIR / _next_name(prefix)
+    d.mkdir()
+    return d
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Host inspection
+# --------------------------------------------------------------------------------------------
+
+
+def in_sandbox_range(uid):
+    return SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + SANDBOX_UID_COUNT
+
+
+def _proc_status(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            text = f.read()
+    except OSError:
+        return None
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
+
+
+def _proc_uids(st):
+    try:
+        return [int(x) for x in st["Uid"].split()]
+    except (KeyError, ValueError):
+        return []
+
+
+def _is_live_airlock_cli(st):
+    uids = _proc_uids(st)
+    name = st.get("Name", "")
+    return (name.startswith("airlock") and name != "airlock-runner"
+            and not any(in_sandbox_range(u) for u in uids))
+
+
+def orphan_sandbox_processes():
+    """Processes whose uid lies in the sandbox range and that do not belong to a sandbox whose
+    CLI is still alive (someone else's run in progress). Returns {pid: description}."""
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        st = _proc_status(d)
+        if not st or not any(in_sandbox_range(u) for u in _proc_uids(st)):
+            continue
+        owned = False
+        p = st.get("PPid", "0")
+        for _ in range(64):
+            if p in ("0", ""):
+                break
+            pst = _proc_status(p)
+            if pst is None:
+                break
+            if _is_live_airlock_cli(pst):
+                owned = True
+                break
+            p = pst.get("PPid", "0")
+        if not owned:
+            found[int(d)] = f"pid {d} {st.get('Name')} uid {st.get('Uid')} ppid {st.get('PPid')}"
+    return found
+
+
+def sandbox_range_key_users():
+    """uids in the sandbox range that own kernel keys (/proc/key-users)."""
+    out = []
+    try:
+        with open("/proc/key-users") as f:
+            for line in f:
+                uid = int(line.split(":")[0])
+                if in_sandbox_range(uid):
+                    out.append(line.strip())
+    except OSError:
+        pass
+    return out
+
+
+def airlock_cgroups(max_depth=8):
+    """Every directory named airlock-run-* under /sys/fs/cgroup (bounded-depth walk), mapped to
+    whether it belongs to a live airlock CLI."""
+    found = {}
+    root = "/sys/fs/cgroup"
+    base_depth = root.count("/")
+    for dirpath, dirnames, _ in os.walk(root, onerror=lambda e: None):
+        depth = dirpath.count("/") - base_depth
+        if depth >= max_depth:
+            dirnames[:] = []
+        for dn in dirnames:
+            if dn.startswith("airlock-run-"):
+                path = os.path.join(dirpath, dn)
+                pid = dn[len("airlock-run-"):].split("-")[0]
+                live = False
+                if pid.isdigit():
+                    st = _proc_status(pid)
+                    live = bool(st) and _is_live_airlock_cli(st)
+                found[path] = live
+    return found
+
+
+# /tmp and /dev/shm are shared with everything else running on this machine (other engineers'
+# builds and tests, shells), so an unknown new entry is only reported as a note. A new entry
+# fails the test when it can only have come from a sandbox or from airlock: owned by a
+# sandbox-range uid (whatever an escaped process creates is), or named like a payload's file
+# ("hostile"), or named "airlock*" (airlock's own staging; the process/none modes' work
+# directories, airlock-work-*, are made only in modes this suite never uses).
+def _suspicious_new_entry(directory, name):
+    path = os.path.join(directory, name)
+    try:
+        owner = os.lstat(path).st_uid
+    except FileNotFoundError:
+        return None
+    if in_sandbox_range(owner):
+        return f"new entry in host {directory} owned by sandbox uid {owner}: {name}"
+    if "hostile" in name and path != str(SESSION_DIR):
+        return f"new entry in host {directory} named like a payload's: {name}"
+    if name.startswith("airlock") and not name.startswith("airlock-work-") \
+            and path != str(SESSION_DIR):
+        return f"new entry in host {directory} left by airlock: {name}"
+    return None
+
+
+def _host_mounts():
+    with open("/proc/self/mountinfo") as f:
+        out = set()
+        for line in f:
+            parts = line.split()
+            sep = parts.index("-")
+            out.add((parts[4], parts[sep + 1]))
+        return out
+
+
+def _hostnames():
+    with open("/proc/sys/kernel/hostname") as f:
+        h = f.read().strip()
+    with open("/proc/sys/kernel/domainname") as f:
+        dn = f.read().strip()
+    return (socket.gethostname(), h, dn)
+
+
+def _runner_candidates():
+    b = pathlib.Path(AIRLOCK_BIN)
+    cands = [b.parent.parent / "runner" / "airlock-runner",
+             REPO / "build" / "src" / "runner" / "airlock-runner",
+             REPO / "build" / "src" / "cli" / "airlock"]
+    return [str(c) for c in cands]
+
+
+def hashed_files():
+    """path -> strict (True: any change fails) or False (a build tree shared with other
+    engineers: a change is only an attack if the file was rewritten in place, same inode)."""
+    files = {
+        "/etc/passwd": True, "/etc/shadow": True, "/etc/hostname": True, "/etc/hosts": True,
+        os.path.realpath("/usr/bin/python3.11"): True, "/usr/lib/python3.11/os.py": True,
+        str(CANARY): True,
+    }
+    under_test = [AIRLOCK_BIN, _runner_candidates()[0]]
+    for p in under_test:
+        files[p] = AIRLOCK_BIN_FROM_ENV
+    for p in _runner_candidates()[1:]:
+        files.setdefault(p, False)
+    return files
+
+
+def _hash_state():
+    out = {}
+    for path in hashed_files():
+        try:
+            st = os.stat(path)
+            out[path] = (sha256_file(path), st.st_ino)
+        except FileNotFoundError:
+            out[path] = None
+    return out
+
+
+class HostState:
+    def __init__(self):
+        self.hashes = _hash_state()
+        self.hostnames = _hostnames()
+        self.tmp = set(os.listdir("/tmp"))
+        self.shm = set(os.listdir("/dev/shm"))
+        self.mounts = _host_mounts()
+        self.cgroups = airlock_cgroups()
+        self.orphans = orphan_sandbox_processes()
+
+    def problems_after(self):
+        problems = []
+        strictness = hashed_files()
+        after = _hash_state()
+        for path, before in self.hashes.items():
+            now = after.get(path)
+            if before == now:
+                continue
+            if strictness.get(path, True) or before is None or now is None:
+                if before is None and now is not None and not strictness.get(path, True):
+                    continue  # appeared by a concurrent build
+                if before is not None and now is None and not strictness.get(path, True):
+                    continue  # removed by a concurrent build
+                problems.append(f"host file changed: {path}: {before} -> {now}")
+            elif before[1] == now[1]:
+                problems.append(f"host file rewritten in place (same inode): {path}")
+        if _hostnames() != self.hostnames:
+            problems.append(f"host hostname changed: {self.hostnames} -> {_hostnames()}")
+
+        # Processes: the CLI has exited, so every sandbox process of ours must be gone. Allow
+        # a short grace period for the kernel's teardown.
+        deadline = time.monotonic() + 3
+        while True:
+            orphans = {p: d for p, d in orphan_sandbox_processes().items()
+                       if p not in self.orphans}
+            if not orphans or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for d in orphans.values():
+            problems.append(f"sandbox process left on the host: {d}")
+        if self.orphans:
+            print(f"note: sandbox-range processes present before this test: {self.orphans}")
+
+        deadline = time.monotonic() + 3
+        while True:
+            cgs = {p for p, live in airlock_cgroups().items()
+                   if not live and p not in self.cgroups}
+            if not cgs or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for p in sorted(cgs):
+            problems.append(f"leftover cgroup: {p}")
+
+        for directory, before in (("/tmp", self.tmp), ("/dev/shm", self.shm)):
+            new = sorted(set(os.listdir(directory)) - before)
+            for name in new:
+                problem = _suspicious_new_entry(directory, name)
+                if problem:
+                    problems.append(problem)
+            if new:
+                print(f"note: new entries in host {directory} during the test: {new}")
+        if not CANARY.exists():
+            problems.append("canary file vanished")
+
+        now_mounts = _host_mounts()
+        for m in sorted(now_mounts - self.mounts):
+            problems.append(f"new host mount: {m}")
+        for m in sorted(self.mounts - now_mounts):
+            problems.append(f"host mount vanished: {m}")
+        return problems
+
+
+@pytest.fixture(autouse=True)
+def host_guard():
+    before = HostState()
+    yield
+    problems = before.problems_after()
+    if problems:
+        pytest.fail("host not unchanged after the test:\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(name="run")
+def run_fixture():
+    return run
+
+
+@pytest.fixture(name="run_py")
+def run_py_fixture():
+    return run_py
+
+
+class Listener:
+    """A socket the test itself opened on loopback; counts what reached it."""
+
+    def __init__(self, family, kind, addr):
+        self.sock = socket.socket(family, kind)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(addr)
+        if kind == socket.SOCK_STREAM:
+            self.sock.listen(16)
+        self.sock.setblocking(False)
+        self.kind = kind
+        self.port = self.sock.getsockname()[1] if family != socket.AF_UNIX else None
+        self.address = self.sock.getsockname()
+
+    def contacts(self):
+        """Connections accepted or datagrams received so far (drains them)."""
+        n = 0
+        while True:
+            try:
+                if self.kind == socket.SOCK_STREAM:
+                    c, _ = self.sock.accept()
+                    c.close()
+                else:
+                    self.sock.recvfrom(65536)
+                n += 1
+            except (BlockingIOError, InterruptedError):
+                return n
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def tcp_listener():
+    lst = Listener(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 0))
+    yield lst
+    lst.close()
+
+
+@pytest.fixture
+def udp_listener():
+    lst = Listener(socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 0))
+    yield lst
+    lst.close()
+
+
+@pytest.fixture
+def tcp6_listener():
+    try:
+        lst = Listener(socket.AF_INET6, socket.SOCK_STREAM, ("::1", 0))
+    except OSError as e:
+        pytest.skip(f"this host has no IPv6 loopback to listen on (::1): {e}")
+    yield lst
+    lst.close()
+
+
+@pytest.fixture
+def host_victims():
+    """Innocent host processes (as root, as host uid 1000, as nobody) that must survive
+    whatever the sandbox does with kill()."""
+    procs = []
+    for uid in (None, 1000, 65534):
+        kw = {}
+        if uid is not None:
+            kw = {"user": uid, "group": uid if uid != 65534 else 65534}
+        procs.append(subprocess.Popen(["/usr/bin/sleep", "120"], stdin=subprocess.DEVNULL,
+                                      start_new_session=True, **kw))
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+
+
+def run_on_pty(code, *, language="python", json_mode=False, timeout=20, hard_timeout=60):
+    """Runs the CLI with a pty we create as its controlling terminal and stdin/stdout/stderr
+    (raw mode: bytes in = bytes out), as a user at a terminal would. Returns (rc, bytes the
+    terminal received, bytes left unread in the terminal's input queue)."""
+    import fcntl
+    import pty
+    import select
+    import termios
+    import tty
+
+    require_binary()
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    argv = airlock_argv(_code_file(code, language), language=language, timeout=timeout,
+                        json_mode=json_mode)
+
+    def make_ctty():
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=cli_env(),
+                         start_new_session=True, preexec_fn=make_ctty)
+    output = bytearray()
+    deadline = time.monotonic() + hard_timeout
+    try:
+        while True:
+            r, _, _ = select.select([master], [], [], 0.2)
+            if r:
+                output += os.read(master, 65536)
+            elif p.poll() is not None:
+                break
+            if time.monotonic() > deadline:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                pytest.fail(f"airlock hung on a pty; output so far {bytes(output[-2000:])!r}")
+        pending = bytearray(4)
+        fcntl.ioctl(slave, termios.FIONREAD, pending)
+        leftover = b""
+        if int.from_bytes(pending, "little"):
+            os.set_blocking(slave, False)
+            leftover = os.read(slave, 4096)
+    finally:
+        os.close(master)
+        os.close(slave)
+    return p.returncode, bytes(output), leftover
