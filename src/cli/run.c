@@ -370,6 +370,8 @@ int cmd_run(int argc, char **argv)
                 fprintf(stderr, "airlock run: %s\n", err.msg);
                 goto out;
         }
+        /* A one-shot sandbox has no state to keep: "state" belongs to sessions. */
+        json_object_del(result, "state");
 
         if (a.output_dir) {
                 json_t *skipped = NULL;

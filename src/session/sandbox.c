@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +49,7 @@ struct capture {
         size_t total;
         size_t limit;
         bool truncated[3];
+        bool discard; /* past the cap: drain the pipes, keep nothing */
 };
 
 static void capture_done(struct capture *c)
@@ -61,6 +63,9 @@ static void capture_done(struct capture *c)
 static bool capture_add(struct capture *c, int stream, const char *data, size_t n)
 {
         size_t room = c->limit > c->total ? c->limit - c->total : 0;
+
+        if (c->discard)
+                return true;
         size_t take = n < room ? n : room;
         char *p;
 
@@ -532,6 +537,81 @@ static json_t *captured_string(struct capture *cap, int stream)
         return s ? s : json_string("");
 }
 
+/* The driver's own kill (timeout, flood, broken protocol), as opposed to an owner's
+ * sandbox_kill(), which marks the sandbox as destroyed. */
+static void kill_internal(struct sandbox *sb)
+{
+        sb->alive = false;
+        (void) jail_kill(sb->jail);
+}
+
+/* Why a cell was stopped by the driver rather than ending by itself. */
+enum stop_reason {
+        STOP_NONE,
+        STOP_TIMEOUT,
+        STOP_OUTPUT,
+};
+
+static json_t *stop_error(const struct sandbox *sb, enum stop_reason why, uint64_t timeout_ms,
+                          const struct capture *cap)
+{
+        char msg[256];
+
+        if (why == STOP_TIMEOUT)
+                (void) snprintf(msg, sizeof(msg), "the cell ran longer than %.3g s and was %s",
+                                timeout_ms / 1000.0,
+                                sb->alive ? "interrupted; the session's state is preserved"
+                                          : "stopped");
+        else
+                (void) snprintf(
+                        msg, sizeof(msg),
+                        "the output passed the limit of %zu bytes and the cell was %s", cap->limit,
+                        sb->alive ? "interrupted; the session's state is preserved" : "stopped");
+        return error_object(why == STOP_TIMEOUT ? "TimeoutError" : "OutputLimitError", msg);
+}
+
+/* The sandbox died (or broke the protocol) before answering: say what happened. */
+static void classify_death(struct sandbox *sb, enum drive_outcome o, const struct cgroup_usage *u0,
+                           const struct cgroup_usage *u1, const char **ret_status,
+                           int *ret_exit_code, json_t **ret_error)
+{
+        char msg[256];
+
+        if (u1->oom_kills > u0->oom_kills) {
+                *ret_status = "oom";
+                *ret_exit_code = 137;
+                (void) snprintf(msg, sizeof(msg),
+                                "the sandbox ran out of memory (limit %llu MiB) and was killed",
+                                (unsigned long long) (sb->memory_bytes / 1048576));
+                *ret_error = error_object("MemoryError", msg);
+        } else if (sb->killed) {
+                *ret_status = "killed";
+                *ret_exit_code = 137;
+                *ret_error = error_object("Killed", "the session was destroyed while the cell ran");
+        } else if (o == DRIVE_PROTOCOL || !sb->jail->exited) {
+                *ret_status = "killed";
+                *ret_exit_code = 137;
+                *ret_error = error_object("RunnerError",
+                                          "the runner's control channel was corrupted or closed "
+                                          "(user code used fd 3?); the sandbox was killed");
+        } else if (WIFSIGNALED(sb->jail->wait_status)) {
+                int sig = WTERMSIG(sb->jail->wait_status);
+                *ret_status = "killed";
+                *ret_exit_code = 128 + sig;
+                (void) snprintf(msg, sizeof(msg),
+                                "the interpreter was killed by signal %d (%s): %s", sig,
+                                strsignal(sig), signal_reason(sig));
+                *ret_error = error_object("Killed", msg);
+        } else {
+                int code =
+                        WIFEXITED(sb->jail->wait_status) ? WEXITSTATUS(sb->jail->wait_status) : 1;
+                *ret_status = code == 0 ? "ok" : "error";
+                *ret_exit_code = code;
+                (void) snprintf(msg, sizeof(msg), "the interpreter exited with status %d", code);
+                *ret_error = code == 0 ? json_null() : error_object("SystemExit", msg);
+        }
+}
+
 int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
                  struct airlock_error *err)
 {
@@ -539,12 +619,13 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : p->limits.timeout_ms;
         struct capture cap = { .limit = p->limits.output_bytes };
         struct cgroup_usage u0 = { 0 }, u1 = { 0 };
+        enum stop_reason why = STOP_NONE;
         const char *status = NULL;
         json_t *frame = NULL, *error = NULL, *result;
         enum drive_outcome o;
-        uint64_t t0, wall_ns;
+        uint64_t t0, wall_ns, deadline;
+        bool interrupted = false;
         int exit_code = 0, r;
-        bool timed_out = false;
         double cpu_ms = 0;
         uint64_t peak = 0;
 
@@ -561,121 +642,101 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         if (r < 0)
                 return airlock_error_set(err, r, "cannot send the code to the runner: %s",
                                          strerror(-r));
-        o = drive(sb, t0 + timeout_ms * 1000000ULL, &cap, req->sink, &frame);
+        deadline = t0 + timeout_ms * 1000000ULL;
+        for (;;) {
+                o = drive(sb, deadline, &cap, req->sink, &frame);
+                if (o != DRIVE_TIMEOUT && o != DRIVE_OUTPUT_LIMIT)
+                        break;
+                if (why == STOP_NONE)
+                        why = o == DRIVE_TIMEOUT ? STOP_TIMEOUT : STOP_OUTPUT;
+                if (o == DRIVE_OUTPUT_LIMIT)
+                        cap.discard = true; /* keep the pipes flowing, keep nothing */
+                if (req->interrupt_grace_ms > 0 && !interrupted) {
+                        interrupted = true;
+                        (void) sandbox_interrupt(sb);
+                        deadline = now_ns() + req->interrupt_grace_ms * 1000000ULL;
+                        continue;
+                }
+                if (o == DRIVE_OUTPUT_LIMIT && interrupted && now_ns() < deadline)
+                        continue;
+                /* Not stopped in time (or no grace at all): the sandbox goes. */
+                kill_internal(sb);
+                drain_all(sb, &cap, req->sink);
+                break;
+        }
         wall_ns = now_ns() - t0;
 
-        switch (o) {
-        case DRIVE_FRAME:
+        if (o == DRIVE_FRAME) {
+                const char *op = json_string_value(json_object_get(frame, "op"));
                 drain_all(sb, &cap, req->sink);
-                if (!json_is_object(frame) || !json_is_string(json_object_get(frame, "op")) ||
-                    strcmp(json_string_value(json_object_get(frame, "op")), "result") != 0) {
+                if (!op || strcmp(op, "result") != 0) {
                         const char *msg = json_string_value(json_object_get(frame, "message"));
                         status = "killed";
                         exit_code = 1;
                         error = error_object("RunnerError",
                                              msg ? msg : "the runner sent an unexpected answer");
-                        (void) jail_kill(sb->jail);
-                        sb->alive = false;
-                        break;
+                        kill_internal(sb);
+                } else if (why != STOP_NONE) {
+                        status = why == STOP_TIMEOUT ? "timeout" : "output_limit";
+                        exit_code = why == STOP_TIMEOUT ? 124 : 125;
+                        error = stop_error(sb, why, timeout_ms, &cap);
+                } else {
+                        status = json_string_value(json_object_get(frame, "status"));
+                        status = status && strcmp(status, "ok") == 0 ? "ok" : "error";
+                        exit_code = json_is_integer(json_object_get(frame, "exit_code"))
+                                            ? (int) json_integer_value(
+                                                      json_object_get(frame, "exit_code"))
+                                            : (strcmp(status, "ok") == 0 ? 0 : 1);
+                        error = validated_error(frame);
                 }
-                status = json_string_value(json_object_get(frame, "status"));
-                if (!status || (strcmp(status, "ok") != 0 && strcmp(status, "error") != 0))
-                        status = "error";
-                status = strcmp(status, "ok") == 0 ? "ok" : "error";
-                exit_code = json_is_integer(json_object_get(frame, "exit_code"))
-                                    ? (int) json_integer_value(json_object_get(frame, "exit_code"))
-                                    : (strcmp(status, "ok") == 0 ? 0 : 1);
-                error = validated_error(frame);
-                break;
-        case DRIVE_TIMEOUT:
-                status = "timeout";
-                timed_out = true;
-                exit_code = 124;
-                (void) jail_kill(sb->jail);
-                sb->alive = false;
+        } else if (o == DRIVE_FRAME_LIMIT) {
+                char msg[160];
+                kill_internal(sb);
                 drain_all(sb, &cap, req->sink);
-                {
-                        char msg[128];
-                        (void) snprintf(msg, sizeof(msg),
-                                        "the cell ran longer than %.3g s and was stopped",
-                                        timeout_ms / 1000.0);
-                        error = error_object("TimeoutError", msg);
-                }
-                break;
-        case DRIVE_FRAME_LIMIT:
-        case DRIVE_OUTPUT_LIMIT:
                 status = "output_limit";
                 exit_code = 125;
-                (void) jail_kill(sb->jail);
-                sb->alive = false;
-                {
-                        char msg[128];
-                        if (o == DRIVE_FRAME_LIMIT)
-                                (void) snprintf(msg, sizeof(msg),
-                                                "the cell's result was larger than %zu bytes and "
-                                                "the cell was stopped",
-                                                sb->frame_max);
-                        else
-                                (void) snprintf(msg, sizeof(msg),
-                                                "the output passed the limit of %zu bytes and the "
-                                                "cell was stopped",
-                                                cap.limit);
-                        error = error_object("OutputLimitError", msg);
-                }
-                break;
-        case DRIVE_PROTOCOL:
-        case DRIVE_EXITED: {
-                char msg[256];
-                drain_all(sb, &cap, req->sink);
-                if (o == DRIVE_PROTOCOL)
-                        (void) jail_kill(sb->jail);
-                else if (jail_wait(sb->jail, true) == -EAGAIN) {
-                        /* The control socket closed but the process lives: user code closed
-                         * fd 3. The sandbox cannot be driven any more. */
-                        (void) jail_kill(sb->jail);
-                }
-                (void) jail_wait(sb->jail, false);
-                sb->alive = false;
-                if (sb->jail->cgroup)
-                        (void) cgroup_read_usage(sb->jail->cgroup, &u1);
-                if (u1.oom_kills > u0.oom_kills) {
-                        status = "oom";
-                        exit_code = 137;
-                        (void) snprintf(msg, sizeof(msg),
-                                        "the sandbox ran out of memory (limit %llu MiB) and was "
-                                        "killed",
-                                        (unsigned long long) (sb->memory_bytes / 1048576));
-                        error = error_object("MemoryError", msg);
-                } else if (o == DRIVE_PROTOCOL) {
-                        status = "killed";
-                        exit_code = 137;
-                        error = error_object("RunnerError",
-                                             "the runner's control channel was corrupted (user "
-                                             "code wrote to fd 3?); the sandbox was killed");
-                } else if (WIFSIGNALED(sb->jail->wait_status)) {
-                        int sig = WTERMSIG(sb->jail->wait_status);
-                        status = "killed";
-                        exit_code = 128 + sig;
-                        (void) snprintf(msg, sizeof(msg),
-                                        "the interpreter was killed by signal %d "
-                                        "(%s): %s",
-                                        sig, strsignal(sig), signal_reason(sig));
-                        error = error_object("Killed", msg);
-                } else {
-                        exit_code = WIFEXITED(sb->jail->wait_status)
-                                            ? WEXITSTATUS(sb->jail->wait_status)
-                                            : 1;
-                        status = exit_code == 0 ? "ok" : "error";
-                        (void) snprintf(msg, sizeof(msg), "the interpreter exited with status %d",
-                                        exit_code);
-                        error = exit_code == 0 ? json_null() : error_object("SystemExit", msg);
-                }
-                break;
-        }
+                (void) snprintf(msg, sizeof(msg),
+                                "the cell's result was larger than %zu bytes and the cell was "
+                                "stopped",
+                                sb->frame_max);
+                error = error_object("OutputLimitError", msg);
+        } else if (why != STOP_NONE) {
+                status = why == STOP_TIMEOUT ? "timeout" : "output_limit";
+                exit_code = why == STOP_TIMEOUT ? 124 : 125;
+                error = stop_error(sb, why, timeout_ms, &cap);
         }
 
-        if (sb->jail->cgroup && (sb->alive || !u1.has_cpu))
+        if (o == DRIVE_EXITED || o == DRIVE_PROTOCOL) {
+                drain_all(sb, &cap, req->sink);
+                /* The control socket closed while the process lives (user code closed fd 3),
+                 * or the protocol broke: the sandbox cannot be driven any more. */
+                /* EOF on the socket comes a moment before the exit is reapable. */
+                if (o == DRIVE_EXITED && sb->jail->pidfd >= 0) {
+                        struct pollfd pfd = { .fd = sb->jail->pidfd, .events = POLLIN };
+                        (void) poll(&pfd, 1, 500);
+                }
+                if (o == DRIVE_PROTOCOL || jail_wait(sb->jail, true) == -EAGAIN) {
+                        kill_internal(sb);
+                        if (o == DRIVE_EXITED)
+                                o = DRIVE_PROTOCOL;
+                }
+                sb->alive = false;
+        }
+        if (!sb->alive) {
+                (void) jail_wait(sb->jail, false);
+                if (sb->jail->cgroup)
+                        (void) cgroup_read_usage(sb->jail->cgroup, &u1);
+                if (!status)
+                        classify_death(sb, o, &u0, &u1, &status, &exit_code, &error);
+        } else if (sb->jail->cgroup) {
                 (void) cgroup_read_usage(sb->jail->cgroup, &u1);
+        }
+        if (!status) {
+                status = "killed";
+                exit_code = 137;
+                error = error_object("RunnerError", "the runner stopped answering");
+        }
+
         if (u1.has_cpu)
                 cpu_ms = (double) (u1.cpu_usec - u0.cpu_usec) / 1000.0;
         else if (frame && json_is_number(json_object_get(frame, "cpu_ms")))
@@ -687,12 +748,14 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
 
         sb->exec_count++;
         result = json_pack(
-                "{s:s, s:o, s:o, s:o, s:o, s:o, s:i, s:b, s:i, s:o, s:{s:f, s:f, s:I}}", "status",
-                status, "stdout", captured_string(&cap, 1), "stderr", captured_string(&cap, 2),
-                "result", frame ? field_string_or_null(frame, "result") : json_null(), "outputs",
-                frame ? validated_array(frame, "outputs") : json_array(), "error",
-                error ? error : json_null(), "exit_code", exit_code, "timed_out", timed_out,
-                "execution_count", sb->exec_count, "files",
+                "{s:s, s:o, s:o, s:o, s:o, s:o, s:i, s:b, s:i, s:s, s:o, s:{s:f, s:f, s:I}}",
+                "status", status, "stdout", captured_string(&cap, 1), "stderr",
+                captured_string(&cap, 2), "result",
+                frame && why == STOP_NONE ? field_string_or_null(frame, "result") : json_null(),
+                "outputs", frame ? validated_array(frame, "outputs") : json_array(), "error",
+                error ? error : json_null(), "exit_code", exit_code, "timed_out",
+                why == STOP_TIMEOUT, "execution_count", sb->exec_count, "state",
+                sb->alive ? "preserved" : "lost", "files",
                 frame ? validated_array(frame, "files") : json_array(), "usage", "wall_ms",
                 wall_ns / 1e6, "cpu_ms", cpu_ms, "peak_memory_bytes", (json_int_t) peak);
         capture_done(&cap);
@@ -701,6 +764,75 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 return airlock_error_set(err, -ENOMEM, "out of memory building the result");
         *ret_result = result;
         return 0;
+}
+
+int sandbox_interrupt(struct sandbox *sb)
+{
+        if (!sb->alive || !sb->jail)
+                return -ESRCH;
+        if (sb->jail->pidfd >= 0) {
+                if (syscall(SYS_pidfd_send_signal, sb->jail->pidfd, SIGINT, NULL, 0) < 0)
+                        return -errno;
+                return 0;
+        }
+        return kill(sb->jail->pid, SIGINT) < 0 ? -errno : 0;
+}
+
+void sandbox_kill(struct sandbox *sb)
+{
+        if (!sb->jail)
+                return;
+        sb->killed = true;
+        kill_internal(sb);
+}
+
+int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *err)
+{
+        struct capture cap = { .limit = 64 * 1024 };
+        json_t *obj = json_object(), *frame = NULL;
+        enum drive_outcome o;
+        const char *op;
+        int r;
+
+        if (!obj)
+                return -ENOMEM;
+        for (char *const *e = env; e && *e; e++) {
+                const char *eq = strchr(*e, '=');
+                char name[256];
+                if (!eq || (size_t) (eq - *e) >= sizeof(name))
+                        continue;
+                memcpy(name, *e, (size_t) (eq - *e));
+                name[eq - *e] = '\0';
+                json_object_set_new(obj, name, json_string(eq + 1));
+        }
+        r = send_frame(sb, json_pack("{s:s, s:o}", "op", "setenv", "env", obj));
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
+        o = drive(sb, now_ns() + 10000ULL * 1000000ULL, &cap, NULL, &frame);
+        capture_done(&cap);
+        op = o == DRIVE_FRAME ? json_string_value(json_object_get(frame, "op")) : NULL;
+        r = op && strcmp(op, "ok") == 0 ? 0 : -EIO;
+        json_decref(frame);
+        if (r < 0)
+                return airlock_error_set(err, r, "the runner did not accept the environment");
+        return 0;
+}
+
+pid_t sandbox_pid(const struct sandbox *sb)
+{
+        return sb->jail ? sb->jail->pid : -1;
+}
+
+uid_t sandbox_host_uid(const struct sandbox *sb)
+{
+        return sb->jail ? sb->jail->host_uid : (uid_t) -1;
+}
+
+int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret_usage)
+{
+        if (!sb->jail || !sb->jail->cgroup)
+                return -ENODATA;
+        return cgroup_read_usage(sb->jail->cgroup, ret_usage);
 }
 
 bool sandbox_is_alive(const struct sandbox *sb)

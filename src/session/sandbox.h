@@ -37,6 +37,10 @@ struct exec_request {
         const char *code;
         uint64_t timeout_ms;          /* 0: the profile's limit */
         const struct exec_sink *sink; /* optional */
+        /* 0: a timeout or an output flood kills the sandbox at once (one-shot runs). Else the
+         * cell is interrupted (SIGINT: KeyboardInterrupt, or the shell's foreground job) and
+         * given this long to stop before the sandbox is killed, so a session can survive. */
+        uint64_t interrupt_grace_ms;
 };
 
 /* Spawns the sandbox and initialises its runner. Returns 0 or -errno with err set. Caller frees
@@ -51,6 +55,29 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                  struct airlock_error *err);
 
 bool sandbox_is_alive(const struct sandbox *sb);
+
+/* Sends SIGINT to the runner: the running cell gets KeyboardInterrupt (a bash cell, SIGINT to
+ * its foreground job). Safe to call from another thread while sandbox_exec() runs. Returns 0
+ * or -errno (-ESRCH when the sandbox is gone). */
+int sandbox_interrupt(struct sandbox *sb);
+
+/* Kills the sandbox's processes (it stays allocated until sandbox_free). Safe to call from
+ * another thread while sandbox_exec() runs, which then ends with status "killed". */
+void sandbox_kill(struct sandbox *sb);
+
+/* Adds environment variables for code run from now on (Python's os.environ, and so bash and
+ * subprocesses). env is a NULL-terminated "NAME=value" list, validated by the caller.
+ * Returns 0 or -errno with err set. */
+int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *err);
+
+/* Host pid of the sandbox's first process, for reaching its root through /proc. */
+pid_t sandbox_pid(const struct sandbox *sb);
+
+/* Host uid user code runs as, for files the daemon writes into /work. */
+uid_t sandbox_host_uid(const struct sandbox *sb);
+
+/* The sandbox's cgroup usage, when it has a cgroup. Returns 0 or -errno. */
+int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret_usage);
 
 /* Time the jail took to build the sandbox (clone to exec of the runner). */
 uint64_t sandbox_setup_ns(const struct sandbox *sb);

@@ -18,6 +18,7 @@ struct sandbox {
         char *workdir; /* process/none modes: the host directory used as /work */
         uint64_t memory_bytes;
         bool alive;
+        bool killed; /* killed by the driver or its owner, not dead by itself */
         int exec_count;
         /* control-socket frame being assembled */
         char *rbuf;
