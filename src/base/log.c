@@ -42,10 +42,14 @@ int log_msg(enum log_level level, int r, const char *fmt, ...)
         (void) vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
 
-        if (r != 0)
-                fprintf(stderr, "level=%s msg=\"%s\" error=\"%s\"\n", names[level], buf,
-                        strerror(r < 0 ? -r : r));
+        /* A message that brings its own key=value fields (session=..., msg="...") is printed
+         * as it is; a plain sentence becomes msg="...". */
+        if (strstr(buf, "msg=\""))
+                fprintf(stderr, "level=%s %s", names[level], buf);
         else
-                fprintf(stderr, "level=%s msg=\"%s\"\n", names[level], buf);
+                fprintf(stderr, "level=%s msg=\"%s\"", names[level], buf);
+        if (r != 0)
+                fprintf(stderr, " error=\"%s\"", strerror(r < 0 ? -r : r));
+        fputc('\n', stderr);
         return r;
 }

@@ -24,3 +24,20 @@ int wire_send(int fd, const json_t *obj);
  * the peer announced more than max bytes, -EBADMSG if the payload is not a JSON object, or
  * -errno. */
 int wire_recv(int fd, size_t max, json_t **ret_obj);
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define WIRE_FDS_MAX 4
+
+/* Sends one frame carrying, as ancillary data, n_fds file descriptors (SCM_RIGHTS, at most
+ * WIRE_FDS_MAX) and, with creds, the sender's own pid, uid and gid (SCM_CREDENTIALS), which
+ * the kernel translates into the receiver's namespaces. Returns 0 or -errno. */
+int wire_send_ex(int fd, const json_t *obj, const int *fds, size_t n_fds, bool creds);
+
+/* Receives one frame (blocking) and its ancillary data. Received fds are close-on-exec and
+ * stored in ret_fds (at most max_fds; extra ones are closed), their count in *ret_n_fds. The
+ * sender's pid, as seen from our pid namespace, goes to *ret_pid (-1 if not sent; the socket
+ * needs SO_PASSCRED). Returns as wire_recv(). */
+int wire_recv_ex(int fd, size_t max, json_t **ret_obj, int *ret_fds, size_t max_fds,
+                 size_t *ret_n_fds, pid_t *ret_pid);

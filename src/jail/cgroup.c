@@ -401,7 +401,8 @@ static int parse_self_cgroup(const char *proc_root, struct probe_state *st,
                         break;
                 }
                 lineno++;
-                strip_trailing_space(line);
+                /* Only the newline goes: a cgroup's name may end in a space. */
+                line[strcspn(line, "\n")] = '\0';
                 if (line[0] == '\0')
                         continue;
 
@@ -664,7 +665,7 @@ static int probe_v1(const struct probe_state *st, const char *parent_override,
         return 0;
 }
 
-int cgroup_probe(const char *proc_root, const char *parent_override, struct cgroup_root *ret_root,
+static int probe(const char *proc_root, const char *parent_override, struct cgroup_root *ret_root,
                  struct airlock_error *err)
 {
         _cleanup_(probe_state_done) struct probe_state st = { 0 };
@@ -734,6 +735,17 @@ int cgroup_probe(const char *proc_root, const char *parent_override, struct cgro
         memset(ret_root, 0, sizeof(*ret_root));
         ret_root->version = CGROUP_NONE;
         return 0;
+}
+
+int cgroup_probe(const char *proc_root, const char *parent_override, struct cgroup_root *ret_root,
+                 struct airlock_error *err)
+{
+        int r = probe(proc_root, parent_override, ret_root, err);
+
+        /* Allocation failures are the one kind of error that the steps leave unexplained. */
+        if (r == -ENOMEM)
+                return airlock_error_set(err, r, "out of memory while probing cgroups");
+        return r;
 }
 
 void cgroup_root_done(struct cgroup_root *root)
@@ -1234,33 +1246,55 @@ static int kill_until_empty(struct cgroup *cg)
         }
 }
 
-/* Freezes a v1 freezer cgroup and waits, bounded, until the kernel reports FROZEN. A task stuck
- * in an uninterruptible sleep can keep it at FREEZING; the kill goes ahead anyway. */
-static int v1_freeze(int fd)
+/* Freezes the cgroup and waits, bounded, until the kernel reports it frozen: v1 freezer.state
+ * reads FROZEN, v2 cgroup.events says "frozen 1" (cgroup.freeze, Linux 5.2). A task stuck in an
+ * uninterruptible sleep can delay that; the caller kills anyway. Returns -ENOENT when the cgroup
+ * cannot be frozen. */
+static int freeze(int fd, enum cgroup_version version)
 {
         uint64_t deadline = now_ns() + FREEZE_TIMEOUT_NS;
-        char state[32];
+        bool v2 = version == CGROUP_V2;
         int r;
 
-        r = write_file_at(fd, "freezer.state", "FROZEN");
+        r = write_file_at(fd, v2 ? "cgroup.freeze" : "freezer.state", v2 ? "1" : "FROZEN");
         if (r < 0)
                 return r;
         for (;;) {
-                ssize_t n = read_small_file_at(fd, "freezer.state", state, sizeof(state));
+                if (v2) {
+                        uint64_t frozen = 0;
 
-                if (n < 0)
-                        return (int) n;
-                strip_trailing_space(state);
-                if (streq(state, "FROZEN"))
-                        return 0;
+                        r = read_keyed_u64_at(fd, "cgroup.events", "frozen", &frozen);
+                        if (r < 0)
+                                return r;
+                        if (frozen == 1)
+                                return 0;
+                } else {
+                        char state[32];
+                        ssize_t n = read_small_file_at(fd, "freezer.state", state, sizeof(state));
+
+                        if (n < 0)
+                                return (int) n;
+                        strip_trailing_space(state);
+                        if (streq(state, "FROZEN"))
+                                return 0;
+                }
                 if (now_ns() > deadline)
                         return -ETIMEDOUT;
                 sleep_ns(NSEC_PER_MSEC);
         }
 }
 
+static void thaw(int fd, enum cgroup_version version)
+{
+        if (version == CGROUP_V2)
+                (void) write_file_at(fd, "cgroup.freeze", "0");
+        else
+                (void) write_file_at(fd, "freezer.state", "THAWED");
+}
+
 int cgroup_kill_all(struct cgroup *cg)
 {
+        int fd = -EBADF;
         bool found;
         int r;
 
@@ -1268,32 +1302,37 @@ int cgroup_kill_all(struct cgroup *cg)
                 return -EINVAL;
 
         if (cg->version == CGROUP_V2) {
-                /* cgroup.kill (Linux 5.14) kills every process atomically, forks included. */
+                /* cgroup.kill (Linux 5.14) kills every process at once, forks in flight
+                 * included; what follows only waits for them to be gone. */
                 r = write_file_at(cg->dirfd[0], "cgroup.kill", "1");
-                if (r < 0 && r != -ENOENT)
-                        return r;
-                return kill_until_empty(cg);
-        }
-        if (cg->version != CGROUP_V1)
-                return -EOPNOTSUPP;
-
-        /* Without the freezer, a process could fork between our reading cgroup.procs and the
-         * kill; frozen, none can, and the SIGKILLs take effect as soon as we thaw. */
-        if (cg->dirfd[CG1_FREEZER] >= 0) {
-                int fd = cg->dirfd[CG1_FREEZER];
-
-                r = v1_freeze(fd);
-                if (r == -ENOENT)
+                if (r >= 0)
                         return kill_until_empty(cg);
-                if (r < 0 && r != -ETIMEDOUT) {
-                        (void) write_file_at(fd, "freezer.state", "THAWED");
+                if (r != -ENOENT)
                         return r;
+                fd = cg->dirfd[0];
+        } else if (cg->version == CGROUP_V1) {
+                fd = cg->dirfd[CG1_FREEZER];
+        } else {
+                return -EOPNOTSUPP;
+        }
+
+        /* Without a freezer, a process could fork between our reading cgroup.procs and the
+         * kill, and the loop below has to catch the child in a later round. Frozen, no task
+         * can fork, and the SIGKILLs take effect once we thaw (a frozen v1 task does not die
+         * before that). */
+        if (fd >= 0) {
+                r = freeze(fd, cg->version);
+                if (r != -ENOENT) {
+                        if (r < 0 && r != -ETIMEDOUT) {
+                                thaw(fd, cg->version);
+                                return r;
+                        }
+                        r = kill_listed(cg, &found);
+                        /* Thaw even on failure: frozen tasks would otherwise never die. */
+                        thaw(fd, cg->version);
+                        if (r < 0)
+                                return r;
                 }
-                r = kill_listed(cg, &found);
-                /* Thaw even on failure: frozen tasks would otherwise never die. */
-                (void) write_file_at(fd, "freezer.state", "THAWED");
-                if (r < 0)
-                        return r;
         }
         return kill_until_empty(cg);
 }

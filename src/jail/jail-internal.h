@@ -13,6 +13,8 @@
 #define JAIL_UID_BASE 0x60000000u
 #define JAIL_UID_SPAN (2u * 4194304u) /* two ids for each possible pid (pid_max <= 2^22) */
 #define JAIL_SANDBOX_UID 1000u
+/* Zygotes' session ids start here (above the one-shot range, below 2^32 for every block). */
+#define JAIL_ZYGOTE_UID_BASE 0x70000000u
 
 /* Inside the sandbox. */
 #define JAIL_RUNNER_PATH "/.airlock/runner"
@@ -36,3 +38,15 @@ int caps_drop_to(uid_t uid, gid_t gid, const char **ret_step);
 
 /* Sets the rlimits of ISOLATION.md section 1 step 9 from cfg. */
 int caps_set_rlimits(const struct jail_config *cfg, const char **ret_step);
+
+/* Unblocks every signal and restores every handler to its default. */
+void jail_child_reset_signals(void);
+
+/* Moves fds into place: 0 = /dev/null, 1/2 = out_fd/err_fd, 3 = ctl_fd and, when status_fd is
+ * given, 4 = *status_fd (close-on-exec; *status_fd is updated). Every other fd is closed
+ * (close_rest) or marked close-on-exec (when an execve follows). */
+int jail_child_setup_fds(int out_fd, int err_fd, int ctl_fd, int *status_fd, bool close_rest,
+                         const char **ret_step);
+
+/* Writes 0 to <proc_root>/sys/user/max_*_namespaces of the caller's user namespace. */
+int jail_child_write_ns_limits(const char *proc_root);

@@ -65,7 +65,18 @@ struct jail_config {
         uint32_t files;           /* RLIMIT_NOFILE */
         uint64_t cpu_seconds;     /* RLIMIT_CPU backstop; 0 = none */
         const char *host_workdir; /* process/none modes: the directory used as /work */
+        /* > 0: spawn a zygote for up to this many sessions (at most JAIL_ZYGOTE_SLOTS_MAX).
+         * A zygote gets the namespaces, the root and the mapped ids, but no Landlock,
+         * credential drop, rlimits or seccomp: it must create each session's namespaces, and
+         * each session applies those layers itself before any user code (see
+         * src/runner/zygote.c). It never runs user code. */
+        unsigned zygote_slots;
 };
+
+#define JAIL_ZYGOTE_SLOTS_MAX 4096u
+/* Inside a zygote, session k runs as ids JAIL_ZYGOTE_NS_BASE + 2k (its setup root) and
+ * JAIL_ZYGOTE_NS_BASE + 2k + 1 (its user), mapped to unique host ids. */
+#define JAIL_ZYGOTE_NS_BASE 100000u
 
 /* A running sandbox. Fields are read-only for callers. */
 struct jail {
@@ -75,10 +86,12 @@ struct jail {
         int stdout_fd;         /* read end of the sandbox's stdout pipe */
         int stderr_fd;         /* read end of the sandbox's stderr pipe */
         uid_t host_uid;        /* host uid that user code runs as (H1) */
+        uid_t zygote_uid_base; /* zygotes: host id of JAIL_ZYGOTE_NS_BASE */
         struct cgroup *cgroup; /* NULL when cgroups are unavailable */
         uint64_t setup_ns;     /* clone to exec of the runner, as measured by the parent */
         bool exited;
         int wait_status; /* as from waitpid(), valid when exited */
+        bool adopted;    /* not our child (see jail_adopt) */
 };
 
 /* Spawns the runner in a new sandbox. features comes from jail_probe(). On success the runner
@@ -94,6 +107,13 @@ int jail_kill(struct jail *j);
 /* Waits for the sandbox's first process to exit (blocking, or -EAGAIN with nonblock when it
  * still runs) and records its status. Returns 0 or -errno. */
 int jail_wait(struct jail *j, bool nonblock);
+
+/* Wraps a sandbox that someone else started (a session forked inside a zygote): pid and pidfd
+ * of its first process, the driver's ends of its control socket and output pipes (ownership
+ * taken), its host uid and cgroup (ownership taken, may be NULL). Such a jail is not our child:
+ * its exit is seen on the pidfd, and its status arrives as a frame from its init. */
+int jail_adopt(pid_t pid, int pidfd, int ctl_fd, int stdout_fd, int stderr_fd, uid_t host_uid,
+               struct cgroup *cgroup, struct jail **ret_jail);
 
 /* Kills what is left, reaps, removes the cgroup and closes every fd. Accepts NULL, returns
  * NULL. */

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -76,60 +77,6 @@ static _Noreturn void child_fail(int status_fd, const char *step, int r)
         _exit(127);
 }
 
-static void reset_signals(void)
-{
-        sigset_t all;
-
-        (void) sigemptyset(&all);
-        (void) sigprocmask(SIG_SETMASK, &all, NULL);
-        for (int sig = 1; sig < NSIG; sig++)
-                (void) signal(sig, SIG_DFL);
-}
-
-/* Moves the child's fds into place: 0 = /dev/null, 1/2 = output pipes, 3 = control socket, 4 =
- * the status pipe (CLOEXEC, closed by execve); everything else is marked close-on-exec. */
-static int setup_fds(struct child_args *a, const char **ret_step)
-{
-        int null_fd, hi[4];
-        int src[4] = { a->out_fd, a->err_fd, a->ctl_fd, a->status_fd };
-
-        *ret_step = "rearrange file descriptors";
-        /* First lift every source above the target range, so no dup2 clobbers another. */
-        for (int i = 0; i < 4; i++) {
-                hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10);
-                if (hi[i] < 0)
-                        return -errno;
-        }
-        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null_fd < 0)
-                return -errno;
-        if (dup2(null_fd, 0) < 0 || dup2(hi[0], 1) < 0 || dup2(hi[1], 2) < 0 ||
-            dup2(hi[2], 3) < 0 || dup3(hi[3], 4, O_CLOEXEC) < 0)
-                return -errno;
-        a->status_fd = 4;
-        *ret_step = "close inherited file descriptors";
-        if (syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                return -errno;
-        return 0;
-}
-
-static int write_ns_limits(void)
-{
-        static const char *const names[] = { "user", "mnt", "pid", "net", "ipc", "uts", "cgroup" };
-        char path[64];
-        int r;
-
-        /* These limits are per user namespace: zero means no namespace of any kind can be
-         * created below this one, whatever a later seccomp change allows. */
-        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
-                (void) snprintf(path, sizeof(path), "/proc/sys/user/max_%s_namespaces", names[i]);
-                r = write_file_at(AT_FDCWD, path, "0");
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
 static _Noreturn void child_namespaces(struct child_args *a)
 {
         const struct jail_config *cfg = a->cfg;
@@ -144,7 +91,7 @@ static _Noreturn void child_namespaces(struct child_args *a)
         step = "set parent-death signal";
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 child_fail(a->status_fd, step, -errno);
-        reset_signals();
+        jail_child_reset_signals();
 
         /* no_new_privs first: Landlock and seccomp need it, and nothing executed from here on
          * may gain privileges through setuid bits or file capabilities. */
@@ -163,10 +110,13 @@ static _Noreturn void child_namespaces(struct child_args *a)
         if (unshare(CLONE_NEWCGROUP) < 0)
                 child_fail(a->status_fd, step, -errno);
 
-        step = "limit nested namespaces";
-        r = write_ns_limits();
-        if (r < 0)
-                child_fail(a->status_fd, step, r);
+        /* A zygote must create its sessions' namespaces; each session sets its own limits. */
+        if (!cfg->zygote_slots) {
+                step = "limit nested namespaces";
+                r = jail_child_write_ns_limits("/proc");
+                if (r < 0)
+                        child_fail(a->status_fd, step, r);
+        }
 
         step = "set hostname";
         if (sethostname("sandbox", 7) < 0 || setdomainname("sandbox", 7) < 0)
@@ -176,6 +126,9 @@ static _Noreturn void child_namespaces(struct child_args *a)
         if (r < 0)
                 child_fail(a->status_fd, step, r);
 
+        if (cfg->zygote_slots)
+                goto exec_zygote;
+
         r = landlock_apply(a->features->landlock_abi, &step);
         if (r < 0)
                 child_fail(a->status_fd, step, r);
@@ -184,7 +137,7 @@ static _Noreturn void child_namespaces(struct child_args *a)
         if (setsid() < 0)
                 child_fail(a->status_fd, step, -errno);
 
-        r = setup_fds(a, &step);
+        r = jail_child_setup_fds(a->out_fd, a->err_fd, a->ctl_fd, &a->status_fd, false, &step);
         if (r < 0)
                 child_fail(a->status_fd, step, r);
 
@@ -209,6 +162,19 @@ static _Noreturn void child_namespaces(struct child_args *a)
 
         execve(JAIL_RUNNER_PATH, cfg->argv, cfg->envp);
         child_fail(a->status_fd, "execute the runner", -errno);
+
+exec_zygote:
+        step = "setsid";
+        if (setsid() < 0)
+                child_fail(a->status_fd, step, -errno);
+        r = jail_child_setup_fds(a->out_fd, a->err_fd, a->ctl_fd, &a->status_fd, false, &step);
+        if (r < 0)
+                child_fail(a->status_fd, step, r);
+        step = "chdir /";
+        if (chdir("/") < 0)
+                child_fail(a->status_fd, step, -errno);
+        execve(JAIL_RUNNER_PATH, cfg->argv, cfg->envp);
+        child_fail(a->status_fd, "execute the runner", -errno);
 }
 
 static _Noreturn void child_process(struct child_args *a)
@@ -225,14 +191,14 @@ static _Noreturn void child_process(struct child_args *a)
         step = "set parent-death signal";
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 child_fail(a->status_fd, step, -errno);
-        reset_signals();
+        jail_child_reset_signals();
         step = "set no_new_privs";
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 child_fail(a->status_fd, step, -errno);
         step = "setsid";
         if (setsid() < 0)
                 child_fail(a->status_fd, step, -errno);
-        r = setup_fds(a, &step);
+        r = jail_child_setup_fds(a->out_fd, a->err_fd, a->ctl_fd, &a->status_fd, false, &step);
         if (r < 0)
                 child_fail(a->status_fd, step, r);
         if (cfg->mode == JAIL_PROCESS) {
@@ -253,14 +219,28 @@ static _Noreturn void child_process(struct child_args *a)
         child_fail(a->status_fd, "execute the runner", -errno);
 }
 
-static int write_id_maps(pid_t pid, uid_t h0)
+/* Host ids of a zygote's sessions: a block of 2 * JAIL_ZYGOTE_SLOTS_MAX ids per possible
+ * zygote pid modulo 65536, above the one-shot sandboxes' range. */
+static uid_t zygote_uid_base(pid_t pid)
 {
-        char path[64], map[96];
+        return JAIL_ZYGOTE_UID_BASE + 2u * JAIL_ZYGOTE_SLOTS_MAX * ((uint32_t) pid % 65536u);
+}
+
+static int write_id_maps(pid_t pid, uid_t h0, unsigned zygote_slots)
+{
+        char path[64], map[160];
         int r;
 
-        /* 0 -> H0 for the setup, 1000 -> H1 for user code. No "deny" in setgroups: the writer
-         * is privileged, and the child drops its groups itself. */
-        (void) snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", h0, JAIL_SANDBOX_UID, h0 + 1);
+        /* 0 -> H0 for the setup, 1000 -> H1 for user code, and for a zygote a block of ids for
+         * its sessions. No "deny" in setgroups: the writer is privileged, and every sandbox
+         * drops its groups itself. */
+        if (zygote_slots)
+                (void) snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n%u %u %u\n", h0,
+                                JAIL_SANDBOX_UID, h0 + 1, JAIL_ZYGOTE_NS_BASE, zygote_uid_base(pid),
+                                2u * zygote_slots);
+        else
+                (void) snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", h0, JAIL_SANDBOX_UID,
+                                h0 + 1);
         (void) snprintf(path, sizeof(path), "/proc/%d/uid_map", (int) pid);
         r = write_file_at(AT_FDCWD, path, map);
         if (r < 0)
@@ -391,7 +371,13 @@ int jail_spawn(const struct jail_features *f, const struct jail_config *cfg, str
                 j->host_uid = geteuid();
 
         if (cfg->mode == JAIL_NAMESPACES) {
-                r = write_id_maps(pid, host_uid_base(pid));
+                if (cfg->zygote_slots > JAIL_ZYGOTE_SLOTS_MAX) {
+                        r = airlock_error_set(err, -EINVAL, "at most %u sessions per zygote",
+                                              JAIL_ZYGOTE_SLOTS_MAX);
+                        goto fail;
+                }
+                r = write_id_maps(pid, host_uid_base(pid), cfg->zygote_slots);
+                j->zygote_uid_base = cfg->zygote_slots ? zygote_uid_base(pid) : 0;
                 if (r < 0) {
                         airlock_error_set(err, r, "cannot write the sandbox's id maps: %s",
                                           strerror(-r));
@@ -454,6 +440,25 @@ int jail_kill(struct jail *j)
         return 0;
 }
 
+int jail_adopt(pid_t pid, int pidfd, int ctl_fd, int stdout_fd, int stderr_fd, uid_t host_uid,
+               struct cgroup *cgroup, struct jail **ret_jail)
+{
+        struct jail *j = calloc(1, sizeof(*j));
+
+        if (!j)
+                return -ENOMEM;
+        j->pid = pid;
+        j->pidfd = pidfd;
+        j->ctl_fd = ctl_fd;
+        j->stdout_fd = stdout_fd;
+        j->stderr_fd = stderr_fd;
+        j->host_uid = host_uid;
+        j->cgroup = cgroup;
+        j->adopted = true;
+        *ret_jail = j;
+        return 0;
+}
+
 int jail_wait(struct jail *j, bool nonblock)
 {
         int status;
@@ -461,6 +466,19 @@ int jail_wait(struct jail *j, bool nonblock)
 
         if (j->exited)
                 return 0;
+        if (j->adopted) {
+                /* Not our child: the pidfd turns readable when it exits; its parent (the
+                 * zygote) reaps it, and its init reported the status as a frame. */
+                struct pollfd pfd = { .fd = j->pidfd, .events = POLLIN };
+                int n;
+                do
+                        n = poll(&pfd, 1, nonblock ? 0 : 5000);
+                while (n < 0 && errno == EINTR);
+                if (n <= 0)
+                        return nonblock ? -EAGAIN : -ETIMEDOUT;
+                j->exited = true;
+                return 0;
+        }
         do
                 p = waitpid(j->pid, &status, nonblock ? WNOHANG : 0);
         while (p < 0 && errno == EINTR);

@@ -13,6 +13,8 @@
 #include "base/wire.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -354,8 +356,90 @@ static json_t *handle_exec(json_t *req)
         return out;
 }
 
-int main(void)
+/* Adds variables to os.environ, which also sets them for the process (putenv), so bash and
+ * subprocesses started later see them. The driver validated the names. */
+static json_t *handle_setenv(json_t *req)
 {
+        _cleanup_pydecref_ PyObject *os = NULL, *environ = NULL;
+        json_t *env = json_object_get(req, "env"), *v;
+        const char *k;
+        char msg[1024];
+
+        os = PyImport_ImportModule("os");
+        if (os)
+                environ = PyObject_GetAttrString(os, "environ");
+        if (!environ)
+                goto py_fail;
+        json_object_foreach (env, k, v) {
+                _cleanup_pydecref_ PyObject *val = NULL;
+                if (!json_is_string(v))
+                        continue;
+                val = PyUnicode_FromString(json_string_value(v));
+                if (!val || PyMapping_SetItemString(environ, k, val) < 0)
+                        goto py_fail;
+        }
+        return json_pack("{s:s}", "op", "ok");
+py_fail:
+        python_error_string(msg, sizeof(msg));
+        return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
+}
+
+/* Waits for the next request; a zygote wakes up every second to reap finished sessions. */
+static int next_request(bool zygote, json_t **ret_req)
+{
+        while (zygote) {
+                struct pollfd pfd = { .fd = CTL_FD, .events = POLLIN };
+                int n = poll(&pfd, 1, 1000);
+                zygote_reap();
+                if (n > 0)
+                        break;
+                if (n < 0 && errno != EINTR)
+                        return -errno;
+        }
+        return wire_recv(CTL_FD, REQUEST_MAX, ret_req);
+}
+
+static json_t *handle_zygote_init(json_t *req)
+{
+        json_t *resp = handle_init(req);
+        char msg[256];
+        int r;
+
+        if (!resp || strcmp(json_string_value(json_object_get(resp, "op")), "ready") != 0)
+                return resp;
+        r = zygote_prepare(req);
+        if (r < 0) {
+                json_decref(resp);
+                (void) snprintf(msg, sizeof(msg), "cannot compile the seccomp policy: %s",
+                                strerror(-r));
+                return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
+        }
+        /* Everything imported so far moves to a generation the collector never visits, so
+         * sessions forked from here share those pages instead of copying them on first GC. */
+        if (PyRun_SimpleString("import gc; gc.collect(); gc.freeze()") < 0)
+                PyErr_Clear();
+        return resp;
+}
+
+/* In a new session's Python: new random sequences, then tell the daemon our pid. */
+static int session_ready(void)
+{
+        _cleanup_pydecref_ PyObject *res = NULL;
+        json_t *o;
+        int r;
+
+        res = PyObject_CallMethod(cell_module, "reseed", NULL);
+        if (!res)
+                PyErr_Clear();
+        o = json_pack("{s:s}", "op", "ready");
+        r = o ? wire_send_ex(CTL_FD, o, NULL, 0, true) : -ENOMEM;
+        json_decref(o);
+        return r;
+}
+
+int main(int argc, char **argv)
+{
+        bool zygote = argc > 1 && strcmp(argv[1], "--zygote") == 0;
         int r;
 
         r = python_start();
@@ -370,7 +454,7 @@ int main(void)
                 _cleanup_json_ json_t *req = NULL, *resp = NULL;
                 const char *op;
 
-                r = wire_recv(CTL_FD, REQUEST_MAX, &req);
+                r = next_request(zygote, &req);
                 if (r == -EPIPE)
                         break; /* the driver is done with us */
                 if (r < 0) {
@@ -379,9 +463,24 @@ int main(void)
                 }
                 op = json_string_value(json_object_get(req, "op"));
                 if (op && strcmp(op, "init") == 0)
-                        resp = handle_init(req);
-                else if (op && strcmp(op, "exec") == 0)
+                        resp = zygote ? handle_zygote_init(req) : handle_init(req);
+                else if (op && strcmp(op, "fork") == 0 && zygote) {
+                        r = zygote_fork(req);
+                        if (r == 1) {
+                                /* We are the new session's Python now. */
+                                zygote = false;
+                                if (session_ready() < 0)
+                                        _exit(1);
+                                continue;
+                        }
+                        if (r == 0)
+                                continue; /* the answer went with the fds */
+                        resp = json_pack("{s:s, s:s}", "op", "fork_failed", "message",
+                                         strerror(-r));
+                } else if (op && strcmp(op, "exec") == 0 && !zygote)
                         resp = handle_exec(req);
+                else if (op && strcmp(op, "setenv") == 0 && !zygote)
+                        resp = handle_setenv(req);
                 else
                         resp = json_pack("{s:s, s:s}", "op", "fatal", "message", "unknown op");
                 if (!resp) {

@@ -6,3 +6,11 @@
 /* Runs code with `bash -c` inside the sandbox, output going to the runner's own fds 1 and 2.
  * Returns a new result object {"status","exit_code","error"} (caller decrefs). */
 json_t *shell_run(const char *code);
+
+/* Zygote mode (zygote.c). zygote_prepare() reads the kernel features from the init request and
+ * compiles the seccomp filter; zygote_fork() makes a session for a fork request and returns 0 in
+ * the zygote (or -errno), 1 in the session's Python process, which then serves cells on fd 3;
+ * zygote_reap() collects exited children. */
+int zygote_prepare(json_t *init);
+int zygote_fork(json_t *req);
+void zygote_reap(void);

@@ -1,16 +1,39 @@
-/* The bash language: a child shell whose output goes straight to the sandbox's stdout and
- * stderr pipes. A SIGINT sent to the runner (interrupt, timeout) is passed on to the shell's
- * process group so the command stops and the runner lives. */
+/* The bash language: one shell per session, started with the first bash cell, whose working
+ * directory, variables and functions persist across cells like a terminal's. Each cell is
+ * written to a file and sourced with stdin from /dev/null (so `cat` cannot eat the next
+ * command); the shell reports the cell's status on fd 9. A SIGINT to the runner (interrupt,
+ * timeout) is passed to the shell's process group: the foreground command stops, the INT trap
+ * returns 130 from the sourced cell, and the shell lives on. `exit` ends the shell; the next bash
+ * cell starts a new one. Output goes straight to the sandbox's stdout and stderr pipes. */
 #include "runner.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define SHELL_DIR "/tmp/.airlock-bash"
+#define SHELL_CELL SHELL_DIR "/cell.sh"
+#define SHELL_STATUS_FD 9
+
 extern char **environ;
+
+static struct {
+        pid_t pid;     /* the shell, also its process group; 0 when none runs */
+        int cmd_fd;    /* the shell's stdin: commands */
+        int status_fd; /* what the shell prints on fd 9 */
+} shell = { 0, -1, -1 };
 
 static volatile sig_atomic_t shell_pgid;
 
@@ -20,47 +43,176 @@ static void forward_sigint(int sig)
                 (void) kill(-shell_pgid, sig);
 }
 
-json_t *shell_run(const char *code)
+static void shell_reset(void)
 {
-        struct sigaction sa = { .sa_handler = forward_sigint }, old;
-        char *argv[] = { "bash", "-c", (char *) code, NULL };
-        char msg[128];
-        int status = 0;
-        pid_t pid, p;
+        if (shell.cmd_fd >= 0)
+                (void) close(shell.cmd_fd);
+        if (shell.status_fd >= 0)
+                (void) close(shell.status_fd);
+        shell.cmd_fd = shell.status_fd = -1;
+        shell.pid = 0;
+}
 
+static int write_all(int fd, const char *p, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
+static int shell_start(void)
+{
+        static const char prologue[] = "trap 'return 130' INT\n";
+        int cmd[2], status[2];
+        pid_t pid;
+
+        if (pipe2(cmd, O_CLOEXEC) < 0)
+                return -errno;
+        if (pipe2(status, O_CLOEXEC) < 0) {
+                (void) close(cmd[0]);
+                (void) close(cmd[1]);
+                return -errno;
+        }
         pid = fork();
-        if (pid < 0)
-                return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
-                                 126, "error", "name", "OSError", "value", strerror(errno),
-                                 "traceback", "");
+        if (pid < 0) {
+                int r = -errno;
+                (void) close(cmd[0]), (void) close(cmd[1]);
+                (void) close(status[0]), (void) close(status[1]);
+                return r;
+        }
         if (pid == 0) {
+                char *argv[] = { "bash", "--noprofile", "--norc", NULL };
                 (void) setpgid(0, 0);
                 (void) signal(SIGINT, SIG_DFL);
+                (void) signal(SIGPIPE, SIG_DFL);
+                if (dup2(cmd[0], 0) < 0 || dup2(status[1], SHELL_STATUS_FD) < 0)
+                        _exit(127);
+                /* Not the runner's control socket, nor anything else of the runner's. */
+                (void) syscall(SYS_close_range, 3, SHELL_STATUS_FD - 1, CLOSE_RANGE_CLOEXEC);
+                (void) syscall(SYS_close_range, SHELL_STATUS_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC);
                 execve("/bin/bash", argv, environ);
                 _exit(127);
         }
         (void) setpgid(pid, pid);
-        shell_pgid = pid;
+        (void) close(cmd[0]);
+        (void) close(status[1]);
+        shell.pid = pid;
+        shell.cmd_fd = cmd[1];
+        shell.status_fd = status[0];
+        if (write_all(shell.cmd_fd, prologue, sizeof(prologue) - 1) < 0) {
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                shell_reset();
+                return -EPIPE;
+        }
+        return 0;
+}
+
+static int write_cell_file(const char *code)
+{
+        int fd, r;
+
+        if (mkdir(SHELL_DIR, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        (void) unlink(SHELL_CELL); /* whatever user code put there, start from a new file */
+        fd = open(SHELL_CELL, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        r = write_all(fd, code, strlen(code));
+        (void) close(fd);
+        return r;
+}
+
+/* Reads the status line the shell prints after the cell. Returns the status, or -EPIPE when
+ * the shell ended instead (exit, a fatal signal). */
+static int read_status(void)
+{
+        char buf[32];
+        size_t len = 0;
+
+        while (len < sizeof(buf) - 1) {
+                ssize_t n = read(shell.status_fd, buf + len, 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -EPIPE;
+                }
+                if (n == 0)
+                        return -EPIPE;
+                if (buf[len] == '\n')
+                        break;
+                len++;
+        }
+        buf[len] = '\0';
+        return (int) strtol(buf, NULL, 10) & 0xff;
+}
+
+static json_t *status_result(int code, bool shell_ended)
+{
+        char msg[160];
+
+        if (code == 0)
+                return json_pack("{s:s, s:i, s:n}", "status", "ok", "exit_code", 0, "error");
+        if (code == 130 && !shell_ended)
+                return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
+                                 130, "error", "name", "KeyboardInterrupt", "value",
+                                 "the command was interrupted", "traceback", "");
+        (void) snprintf(msg, sizeof(msg), "bash %s with status %d",
+                        shell_ended ? "exited" : "cell ended", code);
+        return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code", code,
+                         "error", "name", "ExitStatus", "value", msg, "traceback", "");
+}
+
+json_t *shell_run(const char *code)
+{
+        static const char command[] = "source " SHELL_CELL " </dev/null; printf '%d\\n' \"$?\" "
+                                      ">&9\n";
+        struct sigaction sa = { .sa_handler = forward_sigint }, old;
+        int r, code_status, wstatus = 0;
+
+        r = write_cell_file(code);
+        if (r < 0)
+                return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
+                                 126, "error", "name", "OSError", "value",
+                                 "cannot write the cell for bash", "traceback", "");
+        for (int attempt = 0; attempt < 2; attempt++) {
+                if (shell.pid == 0 && shell_start() < 0)
+                        break;
+                if (write_all(shell.cmd_fd, command, sizeof(command) - 1) == 0)
+                        break;
+                /* The shell died since the last cell: reap it and start another. */
+                (void) kill(shell.pid, SIGKILL);
+                (void) waitpid(shell.pid, NULL, 0);
+                shell_reset();
+        }
+        if (shell.pid == 0)
+                return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
+                                 126, "error", "name", "OSError", "value", "cannot start bash",
+                                 "traceback", "");
+
+        shell_pgid = shell.pid;
         (void) sigemptyset(&sa.sa_mask);
         (void) sigaction(SIGINT, &sa, &old);
-        do
-                p = waitpid(pid, &status, 0);
-        while (p < 0 && errno == EINTR);
+        code_status = read_status();
         (void) sigaction(SIGINT, &old, NULL);
         shell_pgid = 0;
 
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                return json_pack("{s:s, s:i, s:n}", "status", "ok", "exit_code", 0, "error");
-        if (WIFSIGNALED(status)) {
-                (void) snprintf(msg, sizeof(msg), "bash was killed by signal %d (%s)",
-                                WTERMSIG(status), strsignal(WTERMSIG(status)));
-                return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
-                                 128 + WTERMSIG(status), "error", "name",
-                                 WTERMSIG(status) == SIGINT ? "KeyboardInterrupt" : "Signal",
-                                 "value", msg, "traceback", "");
-        }
-        (void) snprintf(msg, sizeof(msg), "bash exited with status %d", WEXITSTATUS(status));
-        return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
-                         WEXITSTATUS(status), "error", "name", "ExitStatus", "value", msg,
-                         "traceback", "");
+        if (code_status >= 0)
+                return status_result(code_status, false);
+
+        /* The shell ended: `exit n`, exec of something that exited, or a signal. */
+        while (waitpid(shell.pid, &wstatus, 0) < 0 && errno == EINTR)
+                ;
+        shell_reset();
+        if (WIFSIGNALED(wstatus))
+                return status_result(128 + WTERMSIG(wstatus), true);
+        return status_result(WEXITSTATUS(wstatus), true);
 }

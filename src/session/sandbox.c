@@ -85,7 +85,9 @@ static bool capture_add(struct capture *c, int stream, const char *data, size_t 
         return true;
 }
 
-static int set_nonblock(int fd)
+static json_t *strv_to_json(char **v);
+
+int fcntl_nonblock(int fd)
 {
         int fl = fcntl(fd, F_GETFL);
 
@@ -300,11 +302,10 @@ static int env_add(char ***envp, size_t *n, const char *fmt, ...)
 
 /* The complete environment of user code: nothing of the daemon's own environment (tokens,
  * paths) is passed on. */
-static int build_env(const struct sandbox *sb, char ***ret_envp)
+int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_envp)
 {
-        const struct profile *p = sb->profile;
         unsigned threads = (p->limits.cpu_millicpus + 999) / 1000;
-        const char *home = sb->workdir ? sb->workdir : "/work";
+        const char *home = workdir ? workdir : "/work";
         _cleanup_strv_free_ char **envp = NULL;
         size_t n = 0;
         int r = 0;
@@ -335,6 +336,16 @@ static int build_env(const struct sandbox *sb, char ***ret_envp)
                 return -ENOMEM;
         *ret_envp = TAKE_PTR(envp);
         return 0;
+}
+
+json_t *profile_imports_json(const struct profile *p)
+{
+        return strv_to_json(p->imports);
+}
+
+json_t *profile_preload_json(const struct profile *p)
+{
+        return strv_to_json(p->preload);
 }
 
 static json_t *strv_to_json(char **v)
@@ -378,6 +389,7 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
                 return -ENOMEM;
         sb->profile = p;
         sb->mode = opts->mode;
+        sb->runner_pidfd = -EBADF;
         sb->runner_path = opts->runner_path ? strdup(opts->runner_path) : sandbox_find_runner();
         if (!sb->runner_path)
                 return airlock_error_set(err, -ENOENT,
@@ -389,7 +401,7 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
                 if (r < 0)
                         return r;
         }
-        r = build_env(sb, &sb->envp);
+        r = sandbox_build_env(p, sb->workdir, &sb->envp);
         if (r < 0)
                 return r;
 
@@ -414,9 +426,9 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         sb->frame_max = p->limits.output_bytes + FRAME_OVERHEAD_MAX;
         if (sb->frame_max > WIRE_FRAME_MAX)
                 sb->frame_max = WIRE_FRAME_MAX;
-        (void) set_nonblock(sb->jail->ctl_fd);
-        (void) set_nonblock(sb->jail->stdout_fd);
-        (void) set_nonblock(sb->jail->stderr_fd);
+        (void) fcntl_nonblock(sb->jail->ctl_fd);
+        (void) fcntl_nonblock(sb->jail->stdout_fd);
+        (void) fcntl_nonblock(sb->jail->stderr_fd);
 
         r = send_frame(sb, json_pack("{s:s, s:s, s:I, s:o, s:s, s:o}", "op", "init", "profile",
                                      p->name, "output_max", (json_int_t) p->limits.output_bytes,
@@ -666,6 +678,16 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         }
         wall_ns = now_ns() - t0;
 
+        if (o == DRIVE_FRAME && sb->jail->adopted && json_is_string(json_object_get(frame, "op")) &&
+            strcmp(json_string_value(json_object_get(frame, "op")), "exit") == 0) {
+                /* A forked session's init reports how its Python ended. */
+                sb->jail->wait_status = (int) json_integer_value(json_object_get(frame, "status"));
+                (void) jail_wait(sb->jail, false);
+                sb->jail->exited = true;
+                json_decref(frame);
+                frame = NULL;
+                o = DRIVE_EXITED;
+        }
         if (o == DRIVE_FRAME) {
                 const char *op = json_string_value(json_object_get(frame, "op"));
                 drain_all(sb, &cap, req->sink);
@@ -768,10 +790,13 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
 
 int sandbox_interrupt(struct sandbox *sb)
 {
+        int pidfd;
+
         if (!sb->alive || !sb->jail)
                 return -ESRCH;
-        if (sb->jail->pidfd >= 0) {
-                if (syscall(SYS_pidfd_send_signal, sb->jail->pidfd, SIGINT, NULL, 0) < 0)
+        pidfd = sb->runner_pidfd >= 0 ? sb->runner_pidfd : sb->jail->pidfd;
+        if (pidfd >= 0) {
+                if (syscall(SYS_pidfd_send_signal, pidfd, SIGINT, NULL, 0) < 0)
                         return -errno;
                 return 0;
         }
@@ -835,6 +860,36 @@ int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret_usage)
         return cgroup_read_usage(sb->jail->cgroup, ret_usage);
 }
 
+int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, unsigned slot,
+                  int runner_pidfd, struct sandbox **ret_sb, struct airlock_error *err)
+{
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+
+        if (!sb) {
+                (void) close(runner_pidfd);
+                jail_free(jail);
+                zygote_release_slot(z, slot);
+                zygote_unref(z);
+                return airlock_error_set(err, -ENOMEM, "out of memory");
+        }
+        sb->profile = p;
+        sb->mode = JAIL_NAMESPACES;
+        sb->jail = jail;
+        sb->zygote = z;
+        sb->slot = slot;
+        sb->runner_pidfd = runner_pidfd;
+        sb->memory_bytes = p->limits.memory_bytes;
+        sb->alive = true;
+        sb->frame_max = p->limits.output_bytes + FRAME_OVERHEAD_MAX;
+        if (sb->frame_max > WIRE_FRAME_MAX)
+                sb->frame_max = WIRE_FRAME_MAX;
+        (void) fcntl_nonblock(jail->ctl_fd);
+        (void) fcntl_nonblock(jail->stdout_fd);
+        (void) fcntl_nonblock(jail->stderr_fd);
+        *ret_sb = sb;
+        return 0;
+}
+
 bool sandbox_is_alive(const struct sandbox *sb)
 {
         return sb->alive;
@@ -849,7 +904,7 @@ struct sandbox *sandbox_free(struct sandbox *sb)
 {
         if (!sb)
                 return NULL;
-        if (sb->jail && sb->alive) {
+        if (sb->jail && sb->alive && !sb->jail->adopted) {
                 /* Let the runner finish cleanly (atexit handlers, flushes) for a moment: EOF on
                  * its control socket makes it exit; the pidfd says when it did. */
                 struct pollfd pfd = { .fd = sb->jail->pidfd, .events = POLLIN };
@@ -858,6 +913,12 @@ struct sandbox *sandbox_free(struct sandbox *sb)
                         (void) poll(&pfd, 1, 100);
         }
         sb->jail = jail_free(sb->jail);
+        if (sb->zygote) {
+                zygote_release_slot(sb->zygote, sb->slot);
+                zygote_unref(sb->zygote);
+        }
+        if (sb->runner_pidfd >= 0)
+                (void) close(sb->runner_pidfd);
         if (sb->workdir)
                 (void) workspace_remove_host_dir(sb->workdir);
         free(sb->workdir);

@@ -93,6 +93,20 @@ int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
 int sandbox_copy_out(struct sandbox *sb, const char *host_dir, json_t **ret_skipped,
                      struct airlock_error *err);
 
+/* Files in /work by relative path (see session.h for the rules and errors). */
+int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, char **ret_data,
+                      size_t *ret_len, struct airlock_error *err);
+int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, size_t len,
+                       struct airlock_error *err);
+int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_error *err);
+int sandbox_file_list(struct sandbox *sb, const char *dir, json_t **ret_listing,
+                      struct airlock_error *err);
+
+/* Returns true when path is a valid relative path inside /work: no leading '/', no empty, "."
+ * or ".." components, components under 256 bytes, under 4096 bytes in all. "" is valid only
+ * when allow_empty (the workspace itself). */
+bool workspace_path_is_valid(const char *path, bool allow_empty);
+
 /* Kills the sandbox and frees everything. Accepts NULL, returns NULL. */
 struct sandbox *sandbox_free(struct sandbox *sb);
 

@@ -17,6 +17,9 @@ struct sandbox {
         char **envp;
         char *workdir; /* process/none modes: the host directory used as /work */
         uint64_t memory_bytes;
+        struct zygote *zygote; /* forked sessions: the zygote (a reference) and our slot */
+        unsigned slot;
+        int runner_pidfd; /* the Python process, when it is not the first one; else -EBADF */
         bool alive;
         bool killed; /* killed by the driver or its owner, not dead by itself */
         int exec_count;
@@ -31,6 +34,31 @@ static inline void sandbox_freep(struct sandbox **sb)
 {
         sandbox_free(*sb);
 }
+
+struct zygote;
+struct cgroup_limits;
+
+/* Zygotes (zygote.c): one per profile, forking sessions. */
+int zygote_start(const struct jail_features *features, const struct profile *p, char *const *envp,
+                 const char *runner_path, struct zygote **ret_z, struct airlock_error *err);
+int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *limits,
+                struct sandbox **ret_sb, struct airlock_error *err);
+bool zygote_is_alive(struct zygote *z);
+struct zygote *zygote_ref(struct zygote *z);
+void zygote_unref(struct zygote *z);
+void zygote_release_slot(struct zygote *z, unsigned slot);
+
+/* Wraps a session forked by a zygote (takes ownership of jail, the zygote reference and
+ * runner_pidfd, also on failure). */
+int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, unsigned slot,
+                  int runner_pidfd, struct sandbox **ret_sb, struct airlock_error *err);
+
+/* The session environment a profile's runner gets (caller frees with strv_free). */
+int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_envp);
+
+json_t *profile_imports_json(const struct profile *p);
+json_t *profile_preload_json(const struct profile *p);
+int fcntl_nonblock(int fd);
 
 /* process/none modes: a fresh private directory on the host to serve as /work. */
 int workspace_make_host_dir(char **ret_path, struct airlock_error *err);

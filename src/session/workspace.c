@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define COPY_OUT_MAX_FILES 10000
@@ -311,4 +312,269 @@ int sandbox_copy_out(struct sandbox *sb, const char *host_dir, json_t **ret_skip
         }
         *ret_skipped = st.skipped;
         return 0;
+}
+
+bool workspace_path_is_valid(const char *path, bool allow_empty)
+{
+        size_t len;
+        const char *p;
+
+        if (!path)
+                return false;
+        len = strlen(path);
+        if (len == 0)
+                return allow_empty;
+        if (len >= 4096 || path[0] == '/')
+                return false;
+        p = path;
+        for (;;) {
+                const char *slash = strchr(p, '/');
+                size_t n = slash ? (size_t) (slash - p) : strlen(p);
+                if (n == 0 || n >= 256 || (n == 1 && p[0] == '.') ||
+                    (n == 2 && p[0] == '.' && p[1] == '.'))
+                        return false;
+                if (!slash)
+                        return true;
+                p = slash + 1;
+        }
+}
+
+static const char *errno_word(int r)
+{
+        switch (-r) {
+        case ELOOP:
+                return "a symbolic link (airlock never follows links in /work)";
+        case EXDEV:
+                return "outside the workspace";
+        case ENOENT:
+                return "no such file or directory";
+        case ENOTDIR:
+                return "a path component is not a directory";
+        case EISDIR:
+                return "a directory";
+        case ENOSPC:
+        case EFBIG:
+        case EDQUOT:
+                return "over the workspace's size limit";
+        default:
+                return strerror(-r);
+        }
+}
+
+/* Opens the parent directory of path beneath the workspace (creating it, owned by the sandbox
+ * user, when create_parents) and points *ret_name at the last component. */
+static int open_parent(struct sandbox *sb, int work, const char *path, bool create_parents,
+                       const char **ret_name)
+{
+        char buf[4096];
+        char *slash;
+        int dir;
+
+        (void) snprintf(buf, sizeof(buf), "%s", path);
+        slash = strrchr(buf, '/');
+        *ret_name = path + (slash ? (size_t) (slash - buf) + 1 : 0);
+        if (!slash) {
+                dir = fcntl(work, F_DUPFD_CLOEXEC, 3);
+                return dir < 0 ? -errno : dir;
+        }
+        *slash = '\0';
+        if (!create_parents)
+                return openat2_strict(work, buf, O_PATH | O_DIRECTORY, 0);
+
+        dir = fcntl(work, F_DUPFD_CLOEXEC, 3);
+        if (dir < 0)
+                return -errno;
+        for (char *comp = buf, *next; comp; comp = next) {
+                int sub;
+                next = strchr(comp, '/');
+                if (next)
+                        *next++ = '\0';
+                if (mkdirat(dir, comp, 0755) == 0) {
+                        if (fchownat(dir, comp, sandbox_host_uid(sb), sandbox_host_uid(sb),
+                                     AT_SYMLINK_NOFOLLOW) < 0) {
+                                (void) close(dir);
+                                return -errno;
+                        }
+                } else if (errno != EEXIST) {
+                        int r = -errno;
+                        (void) close(dir);
+                        return r;
+                }
+                sub = openat2_strict(dir, comp, O_PATH | O_DIRECTORY, 0);
+                (void) close(dir);
+                if (sub < 0)
+                        return sub;
+                dir = sub;
+        }
+        return dir;
+}
+
+int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, char **ret_data,
+                      size_t *ret_len, struct airlock_error *err)
+{
+        _cleanup_close_ int work = -EBADF, fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        size_t got = 0;
+
+        if (!workspace_path_is_valid(path, false))
+                return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
+        work = open_workspace(sb, err);
+        if (work < 0)
+                return work;
+        fd = openat2_strict(work, path, O_RDONLY | O_NONBLOCK, 0);
+        if (fd < 0)
+                return airlock_error_set(err, fd, "cannot read '%s': %s", path, errno_word(fd));
+        if (fstat(fd, &st) < 0)
+                return airlock_error_set(err, -errno, "cannot read '%s': %m", path);
+        if (S_ISDIR(st.st_mode))
+                return airlock_error_set(err, -EISDIR, "'%s' is a directory", path);
+        if (!S_ISREG(st.st_mode))
+                return airlock_error_set(err, -EINVAL, "'%s' is not a regular file", path);
+        if ((uint64_t) st.st_size > max_bytes)
+                return airlock_error_set(err, -EFBIG, "'%s' is larger than %zu bytes", path,
+                                         max_bytes);
+        buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        while (got < (size_t) st.st_size) {
+                ssize_t n = read(fd, buf + got, (size_t) st.st_size - got);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return airlock_error_set(err, -errno, "cannot read '%s': %m", path);
+                }
+                if (n == 0)
+                        break; /* shrank while we read: return what is there */
+                got += (size_t) n;
+        }
+        *ret_len = got;
+        *ret_data = TAKE_PTR(buf);
+        return 0;
+}
+
+int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, size_t len,
+                       struct airlock_error *err)
+{
+        _cleanup_close_ int work = -EBADF, dir = -EBADF, fd = -EBADF;
+        const char *name;
+        int r;
+
+        if (!workspace_path_is_valid(path, false))
+                return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
+        if (len > sb->profile->limits.workspace_bytes)
+                return airlock_error_set(err, -EFBIG,
+                                         "%zu bytes is more than the workspace holds (%llu)", len,
+                                         (unsigned long long) sb->profile->limits.workspace_bytes);
+        work = open_workspace(sb, err);
+        if (work < 0)
+                return work;
+        dir = open_parent(sb, work, path, true, &name);
+        if (dir < 0)
+                return airlock_error_set(err, dir, "cannot create the directories of '%s': %s",
+                                         path, errno_word(dir));
+        fd = openat2_strict(dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0)
+                return airlock_error_set(err, fd, "cannot write '%s': %s", path, errno_word(fd));
+        r = write_full(fd, data, len);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot write '%s': %s", path, errno_word(r));
+        /* Owned by the sandbox user, so code can change or delete what it was given. */
+        if (fchown(fd, sandbox_host_uid(sb), sandbox_host_uid(sb)) < 0)
+                return airlock_error_set(err, -errno, "cannot chown '%s': %m", path);
+        return 0;
+}
+
+int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_error *err)
+{
+        _cleanup_close_ int work = -EBADF, dir = -EBADF, target = -EBADF;
+        const char *name;
+        struct stat st;
+
+        if (!workspace_path_is_valid(path, false))
+                return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
+        work = open_workspace(sb, err);
+        if (work < 0)
+                return work;
+        dir = open_parent(sb, work, path, false, &name);
+        if (dir < 0)
+                return airlock_error_set(err, dir, "cannot delete '%s': %s", path, errno_word(dir));
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return airlock_error_set(err, -errno, "cannot delete '%s': %s", path,
+                                         errno_word(-errno));
+        if (S_ISDIR(st.st_mode)) {
+                target = openat2_strict(dir, name, O_RDONLY | O_DIRECTORY, 0);
+                if (target < 0)
+                        return airlock_error_set(err, target, "cannot delete '%s': %s", path,
+                                                 errno_word(target));
+                (void) remove_tree_at(target, 0);
+                if (unlinkat(dir, name, AT_REMOVEDIR) < 0)
+                        return airlock_error_set(err, -errno, "cannot delete '%s': %m", path);
+                return 0;
+        }
+        /* A symlink itself is removed, never what it points to. */
+        if (unlinkat(dir, name, 0) < 0)
+                return airlock_error_set(err, -errno, "cannot delete '%s': %m", path);
+        return 0;
+}
+
+static const char *file_type(mode_t mode)
+{
+        if (S_ISREG(mode))
+                return "file";
+        if (S_ISDIR(mode))
+                return "directory";
+        if (S_ISLNK(mode))
+                return "symlink";
+        return "other";
+}
+
+int sandbox_file_list(struct sandbox *sb, const char *dir_path, json_t **ret_listing,
+                      struct airlock_error *err)
+{
+        _cleanup_close_ int work = -EBADF, fd = -EBADF;
+        json_t *entries;
+        struct dirent *de;
+        DIR *d;
+        unsigned n = 0;
+
+        if (!dir_path)
+                dir_path = "";
+        if (!workspace_path_is_valid(dir_path, true))
+                return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work",
+                                         dir_path);
+        work = open_workspace(sb, err);
+        if (work < 0)
+                return work;
+        fd = *dir_path ? openat2_strict(work, dir_path, O_RDONLY | O_DIRECTORY, 0)
+                       : fcntl(work, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return airlock_error_set(err, fd < -1 ? fd : -errno, "cannot list '%s': %s",
+                                         dir_path, errno_word(fd < -1 ? fd : -errno));
+        d = fdopendir(fd);
+        if (!d)
+                return airlock_error_set(err, -errno, "cannot list '%s': %m", dir_path);
+        fd = -EBADF; /* owned by d */
+        entries = json_array();
+        while ((de = readdir(d)) && n < COPY_OUT_MAX_FILES) {
+                struct stat st;
+                char rel[4400], when[32];
+                struct tm tm;
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                (void) snprintf(rel, sizeof(rel), "%s%s%s", dir_path, *dir_path ? "/" : "",
+                                de->d_name);
+                (void) gmtime_r(&st.st_mtim.tv_sec, &tm);
+                (void) strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+                json_array_append_new(entries,
+                                      json_pack("{s:s, s:s, s:s, s:I, s:s}", "name", de->d_name,
+                                                "path", rel, "type", file_type(st.st_mode), "size",
+                                                (json_int_t) st.st_size, "modified_at", when));
+                n++;
+        }
+        closedir(d);
+        *ret_listing = json_pack("{s:s, s:o}", "dir", dir_path, "entries", entries);
+        return *ret_listing ? 0 : -ENOMEM;
 }
