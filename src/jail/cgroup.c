@@ -9,6 +9,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1397,4 +1398,46 @@ const char *cgroup_version_name(enum cgroup_version version)
                 return "none";
         }
         return "unknown";
+}
+
+static int remove_stale_in(const char *parent, const char *prefix)
+{
+        size_t plen = strlen(prefix);
+        struct dirent *de;
+        int removed = 0;
+        DIR *d;
+
+        d = opendir(parent);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, plen) != 0)
+                        continue;
+                if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
+                        removed++;
+        }
+        closedir(d);
+        return removed;
+}
+
+int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix)
+{
+        int removed = 0, r;
+
+        if (!prefix || !*prefix)
+                return -EINVAL;
+        if (root->version == CGROUP_V2 && root->v2_parent) {
+                r = remove_stale_in(root->v2_parent, prefix);
+                return r;
+        }
+        if (root->version != CGROUP_V1)
+                return 0;
+        for (int c = 0; c < CG1_COUNT; c++) {
+                if (!root->v1_parent[c])
+                        continue;
+                r = remove_stale_in(root->v1_parent[c], prefix);
+                if (r > 0)
+                        removed += r;
+        }
+        return removed;
 }

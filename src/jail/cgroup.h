@@ -115,3 +115,9 @@ struct cgroup *cgroup_free(struct cgroup *cg);
 
 /* Human-readable description of the layout, e.g. "v1 (memory, pids, cpu, cpuacct, freezer)". */
 const char *cgroup_version_name(enum cgroup_version version);
+
+/* Removes empty cgroups whose names start with prefix under root's parent(s): those a crashed
+ * daemon could not remove. A cgroup that still has processes cannot be removed (rmdir answers
+ * EBUSY), so a live sandbox of another process is never touched. Returns how many were removed,
+ * or -errno. */
+int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix);

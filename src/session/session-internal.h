@@ -5,6 +5,8 @@
 #include "jail/jail.h"
 #include "profile/profile.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +61,17 @@ int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_
 json_t *profile_imports_json(const struct profile *p);
 json_t *profile_preload_json(const struct profile *p);
 int fcntl_nonblock(int fd);
+
+/* The session store (store.c): SQLite in the state directory. Every function accepts a NULL
+ * store and then does nothing. */
+struct store;
+int store_open(const char *state_dir, struct store **ret_store, struct airlock_error *err);
+void store_close(struct store *st);
+int store_mark_all_lost(struct store *st, const char *reason);
+int store_session_created(struct store *st, const char *id, const char *profile);
+int store_session_ended(struct store *st, const char *id, bool lost, const char *reason);
+json_t *store_describe_ended(struct store *st, const char *id);
+int store_prune(struct store *st, long long older_than_s);
 
 /* process/none modes: a fresh private directory on the host to serve as /work. */
 int workspace_make_host_dir(char **ret_path, struct airlock_error *err);

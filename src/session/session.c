@@ -80,7 +80,11 @@ struct session_manager {
         unsigned ended_next;
         pthread_t worker;
         bool worker_started;
+        struct store *store; /* NULL without a state directory */
 };
+
+/* Records of ended sessions are kept this long, so late calls still learn what happened. */
+#define STORE_KEEP_S (7LL * 24 * 3600)
 
 static void make_id(char id[SESSION_ID_LEN + 1])
 {
@@ -244,6 +248,7 @@ static void end_locked(struct session_manager *mgr, struct session *s, bool lost
                 sandbox_kill(s->sb);
         pthread_mutex_unlock(&s->lock);
         remember_ended(mgr, s->id, lost, reason);
+        (void) store_session_ended(mgr->store, s->id, lost, reason);
         log_info("session=%s profile=%s msg=\"session ended: %s\"", s->id, s->profile->name,
                  reason);
         session_unref(s);
@@ -350,6 +355,27 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                                          "cannot find airlock-runner (set AIRLOCK_RUNNER)");
         }
 
+        if (cfg->state_dir) {
+                r = store_open(cfg->state_dir, &mgr->store, err);
+                if (r < 0) {
+                        session_manager_free(mgr);
+                        return r;
+                }
+                /* Sessions cannot outlive the daemon: whatever was live before is lost. */
+                (void) store_mark_all_lost(mgr->store,
+                                           "the daemon stopped while the session was live");
+                (void) store_prune(mgr->store, STORE_KEEP_S);
+        }
+
+        /* Cgroups a crashed daemon left behind (empty ones only: rmdir refuses the others). */
+        if (cfg->features->cgroups.version != CGROUP_NONE) {
+                int n = cgroup_remove_stale(&cfg->features->cgroups, "airlock-s-");
+                int m = cgroup_remove_stale(&cfg->features->cgroups, "airlock-zygote-");
+                if (n > 0 || m > 0)
+                        log_info("msg=\"removed %d stale cgroups left by an earlier daemon\"",
+                                 (n > 0 ? n : 0) + (m > 0 ? m : 0));
+        }
+
         names = cfg->pool_profiles ? cfg->pool_profiles : default_pool;
         pthread_mutex_lock(&mgr->lock);
         for (const char *const *n = names; *n; n++) {
@@ -403,6 +429,7 @@ void session_manager_free(struct session_manager *mgr)
                 free(slot);
         }
         free(mgr->runner_path);
+        store_close(mgr->store);
         free(mgr->profiles);
         free(mgr->sessions);
         pthread_cond_destroy(&mgr->wake);
@@ -529,6 +556,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         }
         mgr->sessions[mgr->n_sessions++] = s;
         pthread_mutex_unlock(&mgr->lock);
+        (void) store_session_created(mgr->store, s->id, s->profile->name);
         log_info("session=%s profile=%s msg=\"session created\"", s->id, s->profile->name);
         *ret_session = s;
         return 0;
@@ -617,7 +645,7 @@ json_t *session_manager_describe_ended(struct session_manager *mgr, const char *
                 }
         }
         pthread_mutex_unlock(&mgr->lock);
-        return o;
+        return o ? o : store_describe_ended(mgr->store, id);
 }
 
 static json_t *profile_json(const struct profile *p)

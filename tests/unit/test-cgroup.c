@@ -883,11 +883,46 @@ static char *real_dir(size_t i, const char *name)
 
 /* Kills whatever is left in the test's cgroup by reading cgroup.procs directly, so that cleanup
  * does not depend on the code under test working, then removes the directories. */
+/* Waits up to 5 s for pid to end, so that a broken kill fails the test instead of hanging it
+ * (a test killed by Criterion's timeout gets no fini, and so no cleanup). Returns the pid or -1. */
+static pid_t wait_bounded(pid_t pid, int *ret_status)
+{
+        for (int i = 0; i < 500; i++) {
+                pid_t r = waitpid(pid, ret_status, WNOHANG);
+
+                if (r != 0)
+                        return r;
+                (void) usleep(10000);
+        }
+        return -1;
+}
+
+/* A v1 freezer left at FROZEN by a failed test would keep every SIGKILL pending forever. */
+static void real_thaw(void)
+{
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_free_ char *state = NULL;
+        FILE *f;
+
+        if (!real.have_root || !real.name[0] || real.root.version != CGROUP_V1)
+                return;
+        dir = real_dir(CG1_FREEZER, real.name);
+        if (!dir)
+                return;
+        state = fmt("%s/freezer.state", dir);
+        f = fopen(state, "we");
+        if (!f)
+                return;
+        (void) fputs("THAWED", f);
+        (void) fclose(f);
+}
+
 static void real_teardown(void)
 {
+        real_thaw();
         if (real.child > 0) {
                 (void) kill(real.child, SIGKILL);
-                (void) waitpid(real.child, NULL, 0);
+                (void) wait_bounded(real.child, NULL);
                 real.child = 0;
         }
         if (real.cg) {
@@ -901,21 +936,13 @@ static void real_teardown(void)
                 for (size_t i = 0; i < CG1_COUNT; i++) {
                         _cleanup_free_ char *dir = real_dir(i, real.name);
                         _cleanup_free_ char *procs = NULL;
-                        _cleanup_free_ char *freezer = NULL;
                         FILE *f;
                         int pid;
 
                         if (!dir || !exists(dir))
                                 continue;
                         left = true;
-                        freezer = fmt("%s/freezer.state", dir);
-                        if (i == CG1_FREEZER && real.root.version == CGROUP_V1) {
-                                f = fopen(freezer, "we");
-                                if (f) {
-                                        (void) fputs("THAWED", f);
-                                        (void) fclose(f);
-                                }
-                        }
+                        real_thaw();
                         procs = fmt("%s/cgroup.procs", dir);
                         f = fopen(procs, "re");
                         while (f && fscanf(f, "%d", &pid) == 1)
@@ -1150,7 +1177,7 @@ Test(real, lifecycle)
 
         r = cgroup_kill_all(real.cg);
         cr_assert_eq(r, 0, "kill_all: %d", r);
-        cr_assert_eq(waitpid(real.child, &status, 0), real.child);
+        cr_assert_eq(wait_bounded(real.child, &status), real.child, "child did not die");
         real.child = 0;
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
         (void) close(go);
@@ -1181,7 +1208,7 @@ Test(real, memory_limit_oom_kills)
         cr_assert_eq(write(go, "g", 1), 1);
         /* The child must die by the OOM killer before it can report. */
         cr_assert_eq(read(done, &result, sizeof(result)), 0, "child survived 256 MiB: %d", result);
-        cr_assert_eq(waitpid(real.child, &status, 0), real.child);
+        cr_assert_eq(wait_bounded(real.child, &status), real.child, "child did not die");
         real.child = 0;
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
 
@@ -1236,7 +1263,7 @@ Test(real, pids_limit_and_raising_limits)
         /* kill_all must reach the grandchildren too. */
         r = cgroup_kill_all(real.cg);
         cr_assert_eq(r, 0, "kill_all: %d", r);
-        cr_assert_eq(waitpid(real.child, &status, 0), real.child);
+        cr_assert_eq(wait_bounded(real.child, &status), real.child, "child did not die");
         real.child = 0;
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status 0x%x", status);
         (void) close(go);
@@ -1245,4 +1272,47 @@ Test(real, pids_limit_and_raising_limits)
         cr_assert_eq(cgroup_destroy(real.cg), 0);
         real_assert_gone(name);
         real.cg = cgroup_free(real.cg);
+}
+
+/* A crashed daemon's empty cgroups are removed; anything else stays: other prefixes, files, and
+ * cgroups that are not empty (a non-empty directory stands in for a busy cgroup here). */
+Test(cgroup, remove_stale_takes_only_empty_matching_dirs)
+{
+        char tmpl[] = "/tmp/airlock-test-stale-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        char path[512];
+        struct cgroup_root root = { .version = CGROUP_V2 };
+        struct stat st;
+        int fd;
+
+        cr_assert_not_null(dir);
+        root.v2_parent = dir;
+        (void) snprintf(path, sizeof(path), "%s/airlock-s-dead", dir);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        (void) snprintf(path, sizeof(path), "%s/airlock-s-busy", dir);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        (void) snprintf(path, sizeof(path), "%s/airlock-s-busy/cgroup.procs", dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0);
+        close(fd);
+        (void) snprintf(path, sizeof(path), "%s/airlock-run-other", dir);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        (void) snprintf(path, sizeof(path), "%s/airlock-s-file", dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0);
+        close(fd);
+
+        cr_assert_eq(cgroup_remove_stale(&root, "airlock-s-"), 1);
+        (void) snprintf(path, sizeof(path), "%s/airlock-s-dead", dir);
+        cr_assert_eq(stat(path, &st), -1, "the empty stale cgroup must be gone");
+        (void) snprintf(path, sizeof(path), "%s/airlock-s-busy", dir);
+        cr_assert_eq(stat(path, &st), 0, "a busy cgroup must stay");
+        (void) snprintf(path, sizeof(path), "%s/airlock-run-other", dir);
+        cr_assert_eq(stat(path, &st), 0, "another prefix must stay");
+        (void) snprintf(path, sizeof(path), "%s/airlock-s-file", dir);
+        cr_assert_eq(stat(path, &st), 0, "a file must stay");
+        cr_assert_eq(cgroup_remove_stale(&root, ""), -EINVAL);
+
+        (void) snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+        cr_assert_eq(system(path), 0);
 }
