@@ -755,7 +755,7 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
                 const char *status =
                         result ? json_string_value(json_object_get(result, "status")) : NULL;
                 char reason[160];
-                (void) snprintf(reason, sizeof(reason), "it was lost: %s",
+                (void) snprintf(reason, sizeof(reason), "%s",
                                 status && strcmp(status, "timeout") == 0
                                         ? "the cell did not stop after the timeout and the "
                                           "session was killed"
