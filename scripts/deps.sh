@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
         # build
         gcc meson ninja-build pkg-config libseccomp-dev libjansson-dev libpython3.11-dev python3
+        libmicrohttpd-dev libcurl4-openssl-dev
         libsqlite3-dev
         # what the sandbox's default profiles import
         python3-numpy python3-pandas python3-scipy python3-matplotlib

@@ -14,6 +14,10 @@ static const struct cli_command commands[] = {
         { "run", "run code once in a fresh sandbox and print its output (or --json)", cmd_run },
         { "doctor", "report what the kernel offers and which isolation mode will be used",
           cmd_doctor },
+        { "serve", "run the daemon: the HTTP API with persistent sessions (docs/API.md)",
+          cmd_serve },
+        { "exec", "run code through a running daemon, in a session (-s) or once", cmd_exec },
+        { "sessions", "list the live sessions of a running daemon", cmd_sessions },
 };
 
 static void usage(FILE *f)

@@ -2,6 +2,7 @@
  * terminal as it is produced (with terminal escapes neutralised), or the whole execution object
  * is printed with --json. The exit status is the program's own (see cli.h for airlock's). */
 #include "cli.h"
+#include "output.h"
 
 #include "base/cleanup.h"
 #include "base/log.h"
@@ -19,7 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CODE_MAX (16u * 1024u * 1024u)
 #define INPUTS_MAX 64
 
 static const char run_help[] =
@@ -58,104 +58,6 @@ struct run_args {
         uint64_t memory_bytes;
         bool json;
 };
-
-static int read_code(const char *file, char **ret_code)
-{
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, size = 0;
-
-        fd = strcmp(file, "-") == 0 ? dup(0) : open(file, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        for (;;) {
-                ssize_t n;
-                if (len + 65536 + 1 > size) {
-                        char *p;
-                        size = size ? size * 2 : 131072;
-                        p = realloc(buf, size);
-                        if (!p)
-                                return -ENOMEM;
-                        buf = p;
-                }
-                n = read(fd, buf + len, size - len - 1);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t) n;
-                if (len > CODE_MAX)
-                        return -E2BIG;
-        }
-        if (memchr(buf, '\0', len))
-                return -EBADMSG;
-        buf[len] = '\0';
-        *ret_code = TAKE_PTR(buf);
-        return 0;
-}
-
-/* Where streamed output goes. On a terminal, output is made valid UTF-8 and every C0 and C1
- * control other than newline, tab and carriage return is shown as ^X (C0) or U+FFFD (C1), so
- * that code cannot drive the user's terminal with escape sequences (HOSTILE.md row 34). A
- * character cut between two chunks is carried over to the next. */
-struct sink_state {
-        bool tty[3];
-        char carry[3][4];
-        size_t carry_len[3];
-};
-
-static void tty_write(int fd, const char *text)
-{
-        const unsigned char *s = (const unsigned char *) text;
-        char buf[8192];
-        size_t o = 0;
-
-        for (; *s; s++) {
-                if (o + 4 > sizeof(buf)) {
-                        (void) write_full(fd, buf, o);
-                        o = 0;
-                }
-                if ((*s < 0x20 && *s != '\n' && *s != '\t' && *s != '\r') || *s == 0x7f) {
-                        buf[o++] = '^';
-                        buf[o++] = (char) (*s == 0x7f ? '?' : *s + '@');
-                } else if (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) {
-                        memcpy(buf + o, "\xef\xbf\xbd", 3); /* U+0080..U+009F: C1 controls */
-                        o += 3;
-                        s++;
-                } else {
-                        buf[o++] = (char) *s;
-                }
-        }
-        (void) write_full(fd, buf, o);
-}
-
-static void sink_write(void *userdata, int stream, const char *data, size_t len)
-{
-        struct sink_state *st = userdata;
-        int fd = stream == 1 ? 1 : 2;
-        _cleanup_free_ char *joined = NULL, *text = NULL;
-        size_t total, complete;
-
-        if (!st->tty[stream]) {
-                (void) write_full(fd, data, len);
-                return;
-        }
-        total = st->carry_len[stream] + len;
-        joined = malloc(total);
-        if (!joined)
-                return;
-        memcpy(joined, st->carry[stream], st->carry_len[stream]);
-        memcpy(joined + st->carry_len[stream], data, len);
-        complete = utf8_complete_prefix(joined, total);
-        st->carry_len[stream] = total - complete;
-        memcpy(st->carry[stream], joined + complete, st->carry_len[stream]);
-        text = utf8_sanitize(joined, complete);
-        if (text)
-                tty_write(fd, text);
-}
 
 static int parse_args(int argc, char **argv, struct run_args *a)
 {
@@ -250,40 +152,6 @@ static int parse_args(int argc, char **argv, struct run_args *a)
         return 0;
 }
 
-static int exit_code_of(json_t *result)
-{
-        const char *status = json_string_value(json_object_get(result, "status"));
-        int code = (int) json_integer_value(json_object_get(result, "exit_code"));
-
-        if (status && strcmp(status, "ok") == 0)
-                return 0;
-        if (code == 0)
-                code = 1;
-        return code & 0xff;
-}
-
-static void print_human_result(json_t *result)
-{
-        const char *res = json_string_value(json_object_get(result, "result"));
-        const char *status = json_string_value(json_object_get(result, "status"));
-        json_t *error = json_object_get(result, "error");
-
-        if (res)
-                printf("%s\n", res);
-        fflush(stdout);
-        if (json_is_object(error)) {
-                const char *tb = json_string_value(json_object_get(error, "traceback"));
-                const char *name = json_string_value(json_object_get(error, "name"));
-                const char *value = json_string_value(json_object_get(error, "value"));
-                if (status && strcmp(status, "error") != 0)
-                        fprintf(stderr, "airlock: %s: %s\n", status, value ? value : "");
-                else if (tb && *tb)
-                        fprintf(stderr, "%s", tb);
-                else if (name && strcmp(name, "SystemExit") != 0)
-                        fprintf(stderr, "%s: %s\n", name, value ? value : "");
-        }
-}
-
 int cmd_run(int argc, char **argv)
 {
         _cleanup_free_ char *code = NULL;
@@ -294,18 +162,19 @@ int cmd_run(int argc, char **argv)
         struct sandbox *sb = NULL;
         json_t *result = NULL;
         enum jail_isolation mode;
-        struct sink_state sink_st = { .tty = { false, fd_is_tty(1), fd_is_tty(2) } };
-        struct exec_sink sink = { .on_output = sink_write, .userdata = &sink_st };
+        struct cli_sink sink_st;
+        struct exec_sink sink = { .on_output = cli_sink_write, .userdata = &sink_st };
         struct exec_request req = { 0 };
         char name[64];
         int r, status = EXIT_USAGE;
 
+        cli_sink_init(&sink_st);
         if (parse_args(argc, argv, &a) < 0)
                 return EXIT_USAGE;
         if (cli_isolation(a.isolation, &mode) < 0)
                 return EXIT_USAGE;
 
-        r = read_code(a.file, &code);
+        r = cli_read_code(a.file, &code);
         if (r < 0) {
                 fprintf(stderr, "airlock run: cannot read '%s': %s\n", a.file,
                         r == -E2BIG     ? "larger than 16 MiB"
@@ -400,9 +269,9 @@ int cmd_run(int argc, char **argv)
                         free(text);
                 }
         } else {
-                print_human_result(result);
+                cli_print_result(result);
         }
-        status = exit_code_of(result);
+        status = cli_exit_code(result);
 out:
         json_decref(result);
         sandbox_free(sb);

@@ -16,10 +16,12 @@ int caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
 {
         struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
         struct __user_cap_data_struct data[2] = { 0 };
+        int r;
 
         *ret_step = "setgroups";
-        if (setgroups(0, NULL) < 0)
-                return -errno;
+        r = child_setgroups_none();
+        if (r < 0)
+                return r;
 
         /* Drop the bounding set while we still hold CAP_SETPCAP. Stop at the first EINVAL:
          * that is the end of the kernel's capability list. */
@@ -45,11 +47,13 @@ int caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
                 return -errno;
 
         *ret_step = "setresgid";
-        if (setresgid(gid, gid, gid) < 0)
-                return -errno;
+        r = child_setresgid(gid);
+        if (r < 0)
+                return r;
         *ret_step = "setresuid";
-        if (setresuid(uid, uid, uid) < 0)
-                return -errno;
+        r = child_setresuid(uid);
+        if (r < 0)
+                return r;
 
         /* The uid change already cleared the permitted and effective sets (keep-caps is off);
          * make that explicit so nothing depends on it. */

@@ -6,6 +6,10 @@
 
 #include "jail/jail.h"
 
+#include <errno.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <stdint.h>
 
 /* Host uids: each sandbox gets H0 (its setup root) and H1 (the user code's uid), derived from the
@@ -38,6 +42,26 @@ int caps_drop_to(uid_t uid, gid_t gid, const char **ret_step);
 
 /* Sets the rlimits of ISOLATION.md section 1 step 9 from cfg. */
 int caps_set_rlimits(const struct jail_config *cfg, const char **ret_step);
+
+/* Credential changes for a child made by a raw clone() of a multi-threaded parent. glibc's
+ * setresuid(), setresgid() and setgroups() signal every thread glibc believes the process has
+ * and wait for each to follow (POSIX per-process credentials); in such a child those threads
+ * exist only in the parent, so the wrappers would wait forever. The raw syscalls change the
+ * calling thread, which is the whole child. */
+static inline int child_setresuid(uid_t u)
+{
+        return syscall(SYS_setresuid, u, u, u) < 0 ? -errno : 0;
+}
+
+static inline int child_setresgid(gid_t g)
+{
+        return syscall(SYS_setresgid, g, g, g) < 0 ? -errno : 0;
+}
+
+static inline int child_setgroups_none(void)
+{
+        return syscall(SYS_setgroups, 0, NULL) < 0 ? -errno : 0;
+}
 
 /* Unblocks every signal and restores every handler to its default. */
 void jail_child_reset_signals(void);

@@ -101,7 +101,7 @@ static _Noreturn void child_namespaces(struct child_args *a)
 
         /* Become the mapped root; before the maps existed we were the overflow uid. */
         step = "become namespace root";
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        if (child_setresgid(0) < 0 || child_setresuid(0) < 0)
                 child_fail(a->status_fd, step, -errno);
 
         /* The parent attached us to the session cgroup before "go": a cgroup namespace made

@@ -113,7 +113,7 @@ static void session_child(json_t *req, int ctl, int out, int err, int sync_rd, i
                 _exit(127); /* the zygote gave up on us */
         (void) close(sync_rd);
         (void) close(sync_wr);
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        if (child_setresgid(0) < 0 || child_setresuid(0) < 0)
                 die("become namespace root", -errno);
         if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) < 0)
                 die("unshare", -errno);

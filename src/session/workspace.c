@@ -38,6 +38,42 @@ static int openat2_strict(int dirfd, const char *path, int flags, mode_t mode)
         return fd < 0 ? -errno : (int) fd;
 }
 
+/* The sandbox's /work is a tmpfs of its user namespace, where the daemon's uid 0 is not
+ * mapped: the kernel refuses to create an inode owned by it (EOVERFLOW). So the creating calls
+ * run as the sandbox's own host uid and gid, which also makes the new files the user's, with
+ * no chown. setfsuid/setfsgid change only the calling thread; the daemon's other threads keep
+ * their identity, and this one gets it back in fsid_leave(). In process mode /work is a host
+ * directory: files are created as root there and handed over with chown. */
+struct fsid {
+        bool switched;
+};
+
+static void fsid_enter(struct sandbox *sb, struct fsid *f)
+{
+        f->switched = !sb->workdir;
+        if (!f->switched)
+                return;
+        (void) syscall(SYS_setfsgid, sandbox_host_uid(sb));
+        (void) syscall(SYS_setfsuid, sandbox_host_uid(sb));
+}
+
+static void fsid_leave(struct fsid *f)
+{
+        if (!f->switched)
+                return;
+        (void) syscall(SYS_setfsuid, 0);
+        (void) syscall(SYS_setfsgid, 0);
+        f->switched = false;
+}
+
+/* Gives a file created in process mode to the sandbox user. */
+static int hand_over(struct sandbox *sb, const struct fsid *f, int fd)
+{
+        if (f->switched)
+                return 0;
+        return fchown(fd, sandbox_host_uid(sb), sandbox_host_uid(sb)) < 0 ? -errno : 0;
+}
+
 int workspace_make_host_dir(char **ret_path, struct airlock_error *err)
 {
         char tmpl[] = "/tmp/airlock-work-XXXXXX";
@@ -149,6 +185,7 @@ int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
                     struct airlock_error *err)
 {
         _cleanup_close_ int work = -EBADF, in = -EBADF, out = -EBADF;
+        struct fsid fsid = { 0 };
         struct stat st;
         int r;
 
@@ -168,7 +205,9 @@ int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
         work = open_workspace(sb, err);
         if (work < 0)
                 return work;
+        fsid_enter(sb, &fsid);
         out = openat2_strict(work, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        fsid_leave(&fsid);
         if (out < 0)
                 return airlock_error_set(err, out, "cannot create '%s' in the workspace: %s", name,
                                          strerror(-out));
@@ -179,8 +218,9 @@ int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
                                          host_path, strerror(-r));
         }
         /* Owned by the sandbox user, so code can change or delete what it was given. */
-        if (fchown(out, sb->jail->host_uid, sb->jail->host_uid) < 0)
-                return airlock_error_set(err, -errno, "cannot chown '%s': %m", name);
+        r = hand_over(sb, &fsid, out);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot chown '%s': %s", name, strerror(-r));
         return 0;
 }
 
@@ -364,7 +404,7 @@ static const char *errno_word(int r)
 /* Opens the parent directory of path beneath the workspace (creating it, owned by the sandbox
  * user, when create_parents) and points *ret_name at the last component. */
 static int open_parent(struct sandbox *sb, int work, const char *path, bool create_parents,
-                       const char **ret_name)
+                       const char **ret_name, const struct fsid *fsid)
 {
         char buf[4096];
         char *slash;
@@ -390,7 +430,8 @@ static int open_parent(struct sandbox *sb, int work, const char *path, bool crea
                 if (next)
                         *next++ = '\0';
                 if (mkdirat(dir, comp, 0755) == 0) {
-                        if (fchownat(dir, comp, sandbox_host_uid(sb), sandbox_host_uid(sb),
+                        if (!fsid->switched &&
+                            fchownat(dir, comp, sandbox_host_uid(sb), sandbox_host_uid(sb),
                                      AT_SYMLINK_NOFOLLOW) < 0) {
                                 (void) close(dir);
                                 return -errno;
@@ -457,6 +498,7 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
                        struct airlock_error *err)
 {
         _cleanup_close_ int work = -EBADF, dir = -EBADF, fd = -EBADF;
+        struct fsid fsid = { 0 };
         const char *name;
         int r;
 
@@ -469,19 +511,23 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
         work = open_workspace(sb, err);
         if (work < 0)
                 return work;
-        dir = open_parent(sb, work, path, true, &name);
+        /* Directories and the file are made as the sandbox user (see fsid_enter). */
+        fsid_enter(sb, &fsid);
+        dir = open_parent(sb, work, path, true, &name, &fsid);
+        fd = dir < 0 ? dir : openat2_strict(dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        fsid_leave(&fsid);
         if (dir < 0)
                 return airlock_error_set(err, dir, "cannot create the directories of '%s': %s",
                                          path, errno_word(dir));
-        fd = openat2_strict(dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd < 0)
                 return airlock_error_set(err, fd, "cannot write '%s': %s", path, errno_word(fd));
         r = write_full(fd, data, len);
         if (r < 0)
                 return airlock_error_set(err, r, "cannot write '%s': %s", path, errno_word(r));
         /* Owned by the sandbox user, so code can change or delete what it was given. */
-        if (fchown(fd, sandbox_host_uid(sb), sandbox_host_uid(sb)) < 0)
-                return airlock_error_set(err, -errno, "cannot chown '%s': %m", path);
+        r = hand_over(sb, &fsid, fd);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
         return 0;
 }
 
@@ -496,7 +542,7 @@ int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_err
         work = open_workspace(sb, err);
         if (work < 0)
                 return work;
-        dir = open_parent(sb, work, path, false, &name);
+        dir = open_parent(sb, work, path, false, &name, &(struct fsid){ 0 });
         if (dir < 0)
                 return airlock_error_set(err, dir, "cannot delete '%s': %s", path, errno_word(dir));
         if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)

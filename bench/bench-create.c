@@ -1,0 +1,162 @@
+/* bench-create: new session to first result, with pandas importable.
+ *
+ *   bench-create [AIRLOCK_BINARY] [ITERATIONS]      (default 40; also $AIRLOCK_BIN)
+ *
+ * Starts its own `airlock serve --pool-size 2` on a free loopback port and times, on one
+ * keep-alive connection: POST /v1/sessions (profile default, which preloads pandas) until the
+ * answer of the first POST .../execute {"code":"import pandas; 1"}; then DELETE (timed on
+ * its own). Two series: "pool hit", 300 ms between iterations so the warm pool refills, and
+ * back-to-back (create, first result, delete, again: the DELETE's time lets the pool refill),
+ * and a burst of ITERATIONS sessions opened without deleting any, so the pool of 2 drains and
+ * the rest wait for fresh forks. For scale, the same run's `python3 -c pass` and `python3 -c
+ * 'import pandas'` (/usr/bin/python3). Target (DESIGN.md section 6): p50 under 10 ms. */
+#include "bench-util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct series {
+        uint64_t *create; /* POST /v1/sessions answered */
+        uint64_t *first;  /* ... and the first result is in */
+        uint64_t *del;    /* DELETE, on its own */
+};
+
+/* Creates a session and runs the first cell; returns its id in id. */
+static void create_first(struct bench_daemon *d, struct bench_conn *c, uint64_t *t_create,
+                         uint64_t *t_first, char id[64])
+{
+        char path[128];
+        const char *resp;
+        int status = 0;
+        uint64_t t0 = bench_now_ns();
+
+        if (bench_http(c, "POST", "/v1/sessions", "{\"profile\":\"default\"}", &status, &resp) < 0)
+                bench_die(d, "POST /v1/sessions: %m");
+        *t_create = bench_now_ns() - t0;
+        if (status != 201 || bench_json_str(resp, "id", id, 64) < 0)
+                bench_die(d, "POST /v1/sessions answered %d: %s", status, resp);
+        snprintf(path, sizeof(path), "/v1/sessions/%s/execute", id);
+        if (bench_http(c, "POST", path, "{\"code\":\"import pandas; 1\"}", &status, &resp) < 0)
+                bench_die(d, "POST %s: %m", path);
+        *t_first = bench_now_ns() - t0;
+        if (status != 200 || !strstr(resp, "\"result\":\"1\""))
+                bench_die(d, "POST %s answered %d: %s", path, status, resp);
+}
+
+static uint64_t delete_session(struct bench_daemon *d, struct bench_conn *c, const char *id)
+{
+        char path[128];
+        const char *resp;
+        int status = 0;
+        uint64_t t0 = bench_now_ns();
+
+        snprintf(path, sizeof(path), "/v1/sessions/%s", id);
+        if (bench_http(c, "DELETE", path, NULL, &status, &resp) < 0 || status != 200)
+                bench_die(d, "DELETE %s failed (%d)", path, status);
+        return bench_now_ns() - t0;
+}
+
+static void one(struct bench_daemon *d, struct bench_conn *c, uint64_t *t_create, uint64_t *t_first,
+                uint64_t *t_del)
+{
+        char id[64];
+
+        create_first(d, c, t_create, t_first, id);
+        *t_del = delete_session(d, c, id);
+}
+
+int main(int argc, char **argv)
+{
+        const char *extra[] = { "--pool-size", "2", NULL };
+        char *py_pass[] = { "/usr/bin/python3", "-c", "pass", NULL };
+        char *py_pandas[] = { "/usr/bin/python3", "-c", "import pandas", NULL };
+        size_t n = 40, n_pandas;
+        struct bench_daemon d;
+        struct bench_conn c;
+        struct series hit, b2b, burst;
+        char(*ids)[64];
+        uint64_t *py, *pyp, p50_hit, p50_b2b, p50_py, p50_pyp, dummy;
+        const char *bin;
+        int next;
+
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        bin = bench_airlock_bin(argc, argv, &next);
+        if (argc > next)
+                n = (size_t) strtoul(argv[next], NULL, 10);
+        if (n < 5)
+                n = 5;
+        n_pandas = n / 4 < 5 ? 5 : n / 4;
+        hit.create = calloc(n, sizeof(uint64_t));
+        hit.first = calloc(n, sizeof(uint64_t));
+        b2b.create = calloc(n, sizeof(uint64_t));
+        b2b.first = calloc(n, sizeof(uint64_t));
+        burst.create = calloc(n, sizeof(uint64_t));
+        burst.first = calloc(n, sizeof(uint64_t));
+        ids = calloc(n, sizeof(*ids));
+        hit.del = calloc(n, sizeof(uint64_t));
+        b2b.del = calloc(n, sizeof(uint64_t));
+        py = calloc(n, sizeof(uint64_t));
+        pyp = calloc(n_pandas, sizeof(uint64_t));
+        if (!burst.create || !burst.first || !ids || !hit.create || !hit.first || !hit.del ||
+            !b2b.create || !b2b.first || !b2b.del || !py || !pyp)
+                return 1;
+
+        /* python3 first, before the daemon exists, as the machine's yardstick */
+        for (size_t i = 0; i < n; i++)
+                if (!(py[i] = bench_time_command(py_pass))) {
+                        fprintf(stderr, "bench-create: /usr/bin/python3 -c pass failed\n");
+                        return 1;
+                }
+        for (size_t i = 0; i < n_pandas; i++)
+                if (!(pyp[i] = bench_time_command(py_pandas))) {
+                        fprintf(stderr, "bench-create: /usr/bin/python3 -c 'import pandas' "
+                                        "failed (is python3-pandas installed?)\n");
+                        return 1;
+                }
+
+        if (bench_daemon_start(&d, bin, extra) < 0)
+                return 1;
+        bench_conn_init(&c, &d);
+        if (bench_daemon_wait_log(&d, "zygote ready", 20000) < 0)
+                bench_die(&d, "the daemon did not log 'zygote ready' within 20 s");
+        bench_sleep_ms(300);                 /* the warm pool fills */
+        one(&d, &c, &dummy, &dummy, &dummy); /* warm-up */
+
+        for (size_t i = 0; i < n; i++) {
+                bench_sleep_ms(300);
+                one(&d, &c, &hit.create[i], &hit.first[i], &hit.del[i]);
+        }
+        bench_sleep_ms(300);
+        for (size_t i = 0; i < n; i++)
+                one(&d, &c, &b2b.create[i], &b2b.first[i], &b2b.del[i]);
+        /* a burst: n sessions opened without deleting any, so the pool of 2 drains and the
+         * rest are forked on demand */
+        bench_sleep_ms(300);
+        for (size_t i = 0; i < n; i++)
+                create_first(&d, &c, &burst.create[i], &burst.first[i], ids[i]);
+        for (size_t i = 0; i < n; i++)
+                delete_session(&d, &c, ids[i]);
+
+        p50_py = bench_report("python3 -c pass", py, n);
+        p50_pyp = bench_report("python3 -c 'import pandas'", pyp, n_pandas);
+        bench_report("create (POST /v1/sessions), pool hit", hit.create, n);
+        p50_hit = bench_report("create to first result, pool hit", hit.first, n);
+        bench_report("create (POST /v1/sessions), back-to-back", b2b.create, n);
+        p50_b2b = bench_report("create to first result, back-to-back", b2b.first, n);
+        bench_report("create (POST /v1/sessions), burst", burst.create, n);
+        bench_report("create to first result, burst", burst.first, n);
+        bench_report("DELETE /v1/sessions/{id}, pool hit series", hit.del, n);
+        bench_report("DELETE /v1/sessions/{id}, back-to-back", b2b.del, n);
+        printf("ratio create-to-first-result / python3 -c pass: pool hit %.2f, back-to-back "
+               "%.2f\n",
+               (double) p50_hit / (double) p50_py, (double) p50_b2b / (double) p50_py);
+        printf("ratio create-to-first-result / python3 -c 'import pandas': pool hit %.3f, "
+               "back-to-back %.3f\n",
+               (double) p50_hit / (double) p50_pyp, (double) p50_b2b / (double) p50_pyp);
+        printf("target p50 < 10 ms (pool hit): %s\n", p50_hit < 10000000 ? "met" : "MISSED");
+
+        bench_conn_close(&c);
+        bench_daemon_stop(&d);
+        return 0;
+}

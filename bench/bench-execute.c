@@ -1,0 +1,81 @@
+/* bench-execute: the hot execute round trip of a trivial cell over HTTP.
+ *
+ *   bench-execute [AIRLOCK_BINARY] [ITERATIONS]      (default 2000; also $AIRLOCK_BIN)
+ *
+ * Starts its own `airlock serve` on a free loopback port, creates one session (profile
+ * default), warms it up, then times POST /v1/sessions/{id}/execute {"code":"1"} on one
+ * keep-alive connection with a minimal HTTP/1.1 client: request written, headers and
+ * Content-Length body read. Target (DESIGN.md section 6): p50 under 1 ms. */
+#include "bench-util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WARMUP 200
+
+int main(int argc, char **argv)
+{
+        const char *extra[] = { "--pool-size", "2", NULL };
+        struct bench_daemon d;
+        struct bench_conn c;
+        char id[64], path[128];
+        const char *bin, *resp;
+        int next, status = 0;
+        size_t n = 2000;
+        uint64_t *ns, p50, t_start;
+
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        bin = bench_airlock_bin(argc, argv, &next);
+        if (argc > next)
+                n = (size_t) strtoul(argv[next], NULL, 10);
+        if (n < 10)
+                n = 10;
+        ns = calloc(n, sizeof(*ns));
+        if (!ns)
+                return 1;
+        if (bench_daemon_start(&d, bin, extra) < 0)
+                return 1;
+        bench_conn_init(&c, &d);
+        if (bench_daemon_wait_log(&d, "zygote ready", 20000) < 0)
+                bench_die(&d, "the daemon did not log 'zygote ready' within 20 s");
+        bench_sleep_ms(300); /* the warm pool fills */
+
+        if (bench_http(&c, "POST", "/v1/sessions", "{}", &status, &resp) < 0)
+                bench_die(&d, "POST /v1/sessions: %m");
+        if (status != 201 || bench_json_str(resp, "id", id, sizeof(id)) < 0)
+                bench_die(&d, "POST /v1/sessions answered %d: %s", status, resp);
+        snprintf(path, sizeof(path), "/v1/sessions/%s/execute", id);
+
+        t_start = bench_now_ns();
+        for (size_t i = 0; i < WARMUP + n; i++) {
+                uint64_t t0 = bench_now_ns();
+
+                if (bench_http(&c, "POST", path, "{\"code\":\"1\"}", &status, &resp) < 0)
+                        bench_die(&d, "execute #%zu: %m", i);
+                if (i >= WARMUP)
+                        ns[i - WARMUP] = bench_now_ns() - t0;
+                if (status != 200 || !strstr(resp, "\"status\":\"ok\"") ||
+                    !strstr(resp, "\"result\":\"1\""))
+                        bench_die(&d, "execute #%zu answered %d: %s", i, status, resp);
+                if (bench_now_ns() - t_start > 45ull * 1000000000u) {
+                        fprintf(stderr, "bench-execute: stopping early after 45 s\n");
+                        n = i >= WARMUP ? i - WARMUP + 1 : 0;
+                        break;
+                }
+        }
+        if (n == 0)
+                bench_die(&d, "no measurement within the time bound");
+
+        p50 = bench_report("execute '1', one session, keep-alive HTTP", ns, n);
+        printf("target p50 < 1 ms: %s (%.2fx the target)\n", p50 < 1000000 ? "met" : "MISSED",
+               (double) p50 / 1e6);
+
+        snprintf(path, sizeof(path), "/v1/sessions/%s", id);
+        if (bench_http(&c, "DELETE", path, NULL, &status, &resp) < 0 || status != 200)
+                fprintf(stderr, "bench-execute: DELETE %s failed (%d)\n", path, status);
+        bench_conn_close(&c);
+        bench_daemon_stop(&d);
+        free(ns);
+        return 0;
+}

@@ -1,0 +1,103 @@
+/* Shared by the API's files: the server, the per-request context, the reply helpers and the
+ * handlers of each route group. */
+#pragma once
+
+#include "api.h"
+#include "auth.h"
+#include "router.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define API_JSON_BODY_MAX (16u * 1024u * 1024u)
+#define API_FILE_BODY_MAX (64u * 1024u * 1024u)
+#define API_DRAIN_MAX (16u * 1024u * 1024u) /* bytes read and dropped past a limit */
+
+struct api_server {
+        struct MHD_Daemon *mhd;
+        struct session_manager *mgr;
+        enum jail_isolation mode;
+        char *token;
+        struct host_allow allow;
+        bool check_host; /* false on a unix socket, which no browser can reach */
+        int listen_fd;
+        char *unix_path; /* the socket we created, removed at the end */
+        char url[512];
+        atomic_uint_fast64_t next_req;
+        atomic_uint in_flight; /* requests between their headers and their log line */
+        atomic_bool stopping;
+};
+
+/* One request, from its headers to the log line written when it completes. */
+struct api_request {
+        struct api_server *srv;
+        struct MHD_Connection *conn;
+        char method[24]; /* copied: the log line is written after MHD's pool is gone */
+        char *raw_path;  /* as the client sent it, for the log */
+        char id[20];
+        uint64_t start_ns;
+        unsigned status;
+        const struct api_route *route;
+        struct route_params params;
+        char *body;
+        size_t body_len, body_size, body_max;
+        uint64_t received; /* body bytes seen, kept or not */
+        bool body_too_large;
+        bool replied;
+};
+
+/* Replies. Each queues a response on req->conn, records the status for the log line and
+ * returns 0, or -errno when MHD refused it (the server then drops the connection). */
+
+/* Takes ownership of body (a JSON value), NULL = no body. */
+int api_reply_json(struct api_request *req, unsigned status, json_t *body);
+
+/* The same with one more response header (Location, Allow, WWW-Authenticate), when header is
+ * not NULL. */
+int api_reply_json_header(struct api_request *req, unsigned status, json_t *body,
+                          const char *header, const char *value);
+
+/* {"error": <formatted>} plus, when field is set, "field": field. */
+int api_reply_error(struct api_request *req, unsigned status, const char *field, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
+
+/* The same with more members: extra (a JSON object, taken over) gets "error" (and "field")
+ * added. */
+int api_reply_error_extra(struct api_request *req, unsigned status, const char *field,
+                          json_t *extra, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+
+/* Takes ownership of a malloc()ed data. */
+int api_reply_bytes(struct api_request *req, unsigned status, char *data, size_t len,
+                    const char *content_type);
+
+/* Queues resp (adding the common headers) and releases our reference to it. */
+int api_reply_response(struct api_request *req, unsigned status, struct MHD_Response *resp);
+
+/* The status an errno from session.h maps to (with a readable fallback message when err has
+ * none): -EINVAL 400, -ENOENT 404, -EBUSY 409, -E2BIG/-EFBIG 413, -EUSERS/-EAGAIN/-ESHUTDOWN
+ * 503, others 500. */
+int api_reply_errno(struct api_request *req, int r, const char *field, const char *msg);
+
+/* 404 for the session id: with the reason when it ended, else "unknown session". */
+int api_reply_session_gone(struct api_request *req, const char *id);
+
+/* A header of the request, or NULL. */
+const char *api_header(struct api_request *req, const char *name);
+
+/* Handlers, one file per route group. */
+int api_handle_healthz(struct api_request *req);           /* routes-health.c */
+int api_handle_profiles(struct api_request *req);          /* routes-health.c */
+int api_handle_execute_once(struct api_request *req);      /* routes-execute.c */
+int api_handle_session_execute(struct api_request *req);   /* routes-execute.c */
+int api_handle_session_create(struct api_request *req);    /* routes-sessions.c */
+int api_handle_session_list(struct api_request *req);      /* routes-sessions.c */
+int api_handle_session_get(struct api_request *req);       /* routes-sessions.c */
+int api_handle_session_delete(struct api_request *req);    /* routes-sessions.c */
+int api_handle_session_interrupt(struct api_request *req); /* routes-sessions.c */
+int api_handle_file_get(struct api_request *req);          /* routes-files.c */
+int api_handle_file_put(struct api_request *req);          /* routes-files.c */
+int api_handle_file_delete(struct api_request *req);       /* routes-files.c */

@@ -1,0 +1,40 @@
+/* The HTTP API of DESIGN.md section 4 on libmicrohttpd: one thread per connection, bearer
+ * auth, Host/Origin checks, JSON bodies, ndjson streaming. It owns no sessions: every route
+ * calls session.h. `airlock serve` creates it and stops it on SIGTERM. */
+#pragma once
+
+#include "base/error.h"
+#include "jail/jail.h"
+
+struct api_server;
+struct session_manager;
+
+struct api_config {
+        const char *listen;             /* "HOST:PORT" or "unix:/PATH" */
+        const char *token;              /* required; copied */
+        const char *const *allow_hosts; /* NULL-terminated extra Host values, or NULL */
+        struct session_manager *mgr;    /* borrowed; must outlive the server */
+        enum jail_isolation mode;       /* reported by /healthz */
+};
+
+/* Binds the listen address (a unix socket is made 0600 after a stale one is removed; its
+ * directory must be ours and not writable by others) and starts serving. Returns 0 or -errno
+ * with err set (-EADDRINUSE when another daemon holds the address). Free with
+ * api_server_free(). */
+int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
+                   struct airlock_error *err);
+
+/* "http://127.0.0.1:8080" (the bound port when 0 was asked) or "unix:/PATH". Borrowed. */
+const char *api_server_url(const struct api_server *srv);
+
+/* Stops accepting connections; requests that arrive on open connections get 503. The ones in
+ * progress go on. */
+void api_server_quiesce(struct api_server *srv);
+
+/* Waits until the requests in progress have been answered (their cells ended), at most
+ * timeout_ms. Returns 0, or -ETIMEDOUT with requests still running. */
+int api_server_drain(struct api_server *srv, unsigned timeout_ms);
+
+/* Closes every connection, waits for the handlers to return, removes the unix socket and frees
+ * the server. Accepts NULL, returns NULL. Call it before session_manager_free(). */
+struct api_server *api_server_free(struct api_server *srv);

@@ -1,0 +1,361 @@
+/* Request body validation (see json-body.h). The checks here are the API's contract with the
+ * client; the session layer checks again what it relies on, so a gap here is a worse message,
+ * never a hole. */
+#include "json-body.h"
+
+#include "base/cleanup.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+__attribute__((format(printf, 3, 4))) static int body_fail(struct body_error *err,
+                                                           const char *field, const char *fmt, ...)
+{
+        va_list ap;
+
+        (void) snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
+        va_start(ap, fmt);
+        (void) vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+static const char *body_type_name(enum body_type t)
+{
+        switch (t) {
+        case BODY_STRING:
+                return "a string";
+        case BODY_NUMBER:
+                return "a number";
+        case BODY_OBJECT:
+                return "an object";
+        }
+        return "?";
+}
+
+static const char *json_type_name(const json_t *v)
+{
+        switch (json_typeof(v)) {
+        case JSON_OBJECT:
+                return "an object";
+        case JSON_ARRAY:
+                return "an array";
+        case JSON_STRING:
+                return "a string";
+        case JSON_INTEGER:
+        case JSON_REAL:
+                return "a number";
+        case JSON_TRUE:
+        case JSON_FALSE:
+                return "a boolean";
+        case JSON_NULL:
+                return "null";
+        }
+        return "?";
+}
+
+static bool body_type_matches(enum body_type t, const json_t *v)
+{
+        switch (t) {
+        case BODY_STRING:
+                return json_is_string(v);
+        case BODY_NUMBER:
+                return json_is_number(v);
+        case BODY_OBJECT:
+                return json_is_object(v);
+        }
+        return false;
+}
+
+/* Keys are client text: quote at most 64 bytes of one in a message. */
+static void key_excerpt(const char *key, char *buf, size_t size)
+{
+        size_t o = 0;
+
+        for (const char *p = key; *p && o + 2 < size && p - key < 64; p++)
+                buf[o++] = (unsigned char) *p < 0x20 ? '?' : *p;
+        buf[o] = '\0';
+}
+
+int body_parse_object(const char *buf, size_t len, bool empty_ok, const struct body_field *fields,
+                      size_t n_fields, json_t **ret_root, struct body_error *err)
+{
+        json_t *root;
+        json_error_t jerr;
+        const char *key;
+        json_t *value;
+        size_t i;
+        bool blank = true;
+
+        for (i = 0; i < len && blank; i++)
+                blank = isspace((unsigned char) buf[i]);
+        if (blank) {
+                if (!empty_ok)
+                        return body_fail(err, "body",
+                                         "the request body is empty; send a JSON "
+                                         "object");
+                root = json_object();
+                if (!root)
+                        return -ENOMEM;
+                *ret_root = root;
+                return 0;
+        }
+
+        root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root)
+                return body_fail(err, "body",
+                                 "the request body is not valid JSON: %s (line %d, "
+                                 "column %d)",
+                                 jerr.text, jerr.line, jerr.column);
+        if (!json_is_object(root)) {
+                body_fail(err, "body", "the request body must be a JSON object, not %s",
+                          json_type_name(root));
+                json_decref(root);
+                return -EINVAL;
+        }
+        json_object_foreach (root, key, value) {
+                const struct body_field *f = NULL;
+                char excerpt[80];
+
+                for (i = 0; i < n_fields; i++)
+                        if (strcmp(fields[i].name, key) == 0)
+                                f = &fields[i];
+                if (!f) {
+                        key_excerpt(key, excerpt, sizeof(excerpt));
+                        body_fail(err, excerpt, "unknown field '%s'", excerpt);
+                        json_decref(root);
+                        return -EINVAL;
+                }
+                if (!body_type_matches(f->type, value)) {
+                        body_fail(err, f->name, "field '%s' must be %s, not %s", f->name,
+                                  body_type_name(f->type), json_type_name(value));
+                        json_decref(root);
+                        return -EINVAL;
+                }
+        }
+        for (i = 0; i < n_fields; i++)
+                if (fields[i].required && !json_object_get(root, fields[i].name)) {
+                        body_fail(err, fields[i].name, "field '%s' is required", fields[i].name);
+                        json_decref(root);
+                        return -EINVAL;
+                }
+        *ret_root = root;
+        return 0;
+}
+
+bool body_profile_name_is_valid(const char *name)
+{
+        size_t n = strlen(name);
+
+        if (n == 0 || n > BODY_PROFILE_NAME_MAX)
+                return false;
+        if (!islower((unsigned char) name[0]) && !isdigit((unsigned char) name[0]))
+                return false;
+        for (size_t i = 1; i < n; i++) {
+                unsigned char c = (unsigned char) name[i];
+                if (!(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '_' && c != '-')
+                        return false;
+        }
+        return true;
+}
+
+/* Seconds as a JSON number, 0 < s <= max, to milliseconds (at least 1). */
+static int seconds_field(json_t *root, const char *name, double max, uint64_t *ret_ms,
+                         struct body_error *err)
+{
+        json_t *v = json_object_get(root, name);
+        double s;
+
+        if (!v)
+                return 0;
+        s = json_number_value(v);
+        if (!isfinite(s) || s <= 0 || s > max)
+                return body_fail(err, name,
+                                 "field '%s' must be a number of seconds, 0 < %s <= %.0f", name,
+                                 name, max);
+        *ret_ms = (uint64_t) llround(s * 1000.0);
+        if (*ret_ms == 0)
+                *ret_ms = 1;
+        return 0;
+}
+
+int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_root,
+                    struct exec_body *ret, struct body_error *err)
+{
+        static const struct body_field oneshot_fields[] = {
+                { "code", BODY_STRING, true },       { "language", BODY_STRING, false },
+                { "profile", BODY_STRING, false },   { "timeout", BODY_NUMBER, false },
+                { "timeout_s", BODY_NUMBER, false },
+        };
+        static const struct body_field session_fields[] = {
+                { "code", BODY_STRING, true },
+                { "language", BODY_STRING, false },
+                { "timeout_s", BODY_NUMBER, false },
+                { "timeout", BODY_NUMBER, false },
+        };
+        json_t *root = NULL;
+        struct exec_body out = { .language = "python" };
+        json_t *v;
+        int r;
+
+        r = body_parse_object(buf, len, false, one_shot ? oneshot_fields : session_fields,
+                              one_shot ? ELEMENTSOF(oneshot_fields) : ELEMENTSOF(session_fields),
+                              &root, err);
+        if (r < 0)
+                return r;
+
+        out.code = json_string_value(json_object_get(root, "code"));
+        if (json_string_length(json_object_get(root, "code")) == 0) {
+                r = body_fail(err, "code", "field 'code' is empty");
+                goto fail;
+        }
+        v = json_object_get(root, "language");
+        if (v) {
+                out.language = json_string_value(v);
+                if (strcmp(out.language, "python") != 0 && strcmp(out.language, "bash") != 0) {
+                        char excerpt[80];
+                        key_excerpt(out.language, excerpt, sizeof(excerpt));
+                        r = body_fail(err, "language",
+                                      "field 'language' must be \"python\" or \"bash\", not "
+                                      "\"%s\"",
+                                      excerpt);
+                        goto fail;
+                }
+        }
+        v = json_object_get(root, "profile");
+        if (v) {
+                out.profile = json_string_value(v);
+                if (!body_profile_name_is_valid(out.profile)) {
+                        char excerpt[80];
+                        key_excerpt(out.profile, excerpt, sizeof(excerpt));
+                        r = body_fail(err, "profile",
+                                      "unknown profile '%s' (profile names are lowercase "
+                                      "letters, digits, '-' and '_'; see GET /v1/profiles)",
+                                      excerpt);
+                        goto fail;
+                }
+        }
+        if (json_object_get(root, "timeout") && json_object_get(root, "timeout_s")) {
+                r = body_fail(err, "timeout",
+                              "give one of 'timeout' and 'timeout_s' (the same thing), not both");
+                goto fail;
+        }
+        r = seconds_field(root, "timeout", BODY_TIMEOUT_MAX_S, &out.timeout_ms, err);
+        if (r >= 0)
+                r = seconds_field(root, "timeout_s", BODY_TIMEOUT_MAX_S, &out.timeout_ms, err);
+        if (r < 0)
+                goto fail;
+
+        *ret_root = root;
+        *ret = out;
+        return 0;
+fail:
+        json_decref(root);
+        return r;
+}
+
+static bool env_name_is_valid(const char *name)
+{
+        size_t n = strlen(name);
+
+        if (n == 0 || n > BODY_ENV_NAME_MAX)
+                return false;
+        if (!isalpha((unsigned char) name[0]) && name[0] != '_')
+                return false;
+        for (size_t i = 1; i < n; i++)
+                if (!isalnum((unsigned char) name[i]) && name[i] != '_')
+                        return false;
+        return true;
+}
+
+static int env_parse(json_t *obj, char ***ret_env, struct body_error *err)
+{
+        _cleanup_strv_free_ char **env = NULL;
+        const char *key;
+        json_t *value;
+        size_t n = 0;
+
+        if (json_object_size(obj) > BODY_ENV_MAX)
+                return body_fail(err, "env", "field 'env' has more than %d variables",
+                                 BODY_ENV_MAX);
+        env = calloc(json_object_size(obj) + 1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        json_object_foreach (obj, key, value) {
+                char excerpt[80];
+
+                key_excerpt(key, excerpt, sizeof(excerpt));
+                if (!env_name_is_valid(key))
+                        return body_fail(
+                                err, "env",
+                                "env: '%s' is not a variable name ([A-Za-z_][A-Za-z0-9_]*, "
+                                "at most %d characters)",
+                                excerpt, BODY_ENV_NAME_MAX);
+                if (!json_is_string(value))
+                        return body_fail(err, "env",
+                                         "env: the value of '%s' must be a string, not %s", excerpt,
+                                         json_type_name(value));
+                if (json_string_length(value) > BODY_ENV_VALUE_MAX)
+                        return body_fail(err, "env",
+                                         "env: the value of '%s' is longer than %d bytes", excerpt,
+                                         BODY_ENV_VALUE_MAX);
+                if (asprintf(&env[n], "%s=%s", key, json_string_value(value)) < 0) {
+                        env[n] = NULL;
+                        return -ENOMEM;
+                }
+                n++;
+        }
+        *ret_env = TAKE_PTR(env);
+        return 0;
+}
+
+int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct session_body *ret,
+                       struct body_error *err)
+{
+        static const struct body_field fields[] = {
+                { "profile", BODY_STRING, false },
+                { "idle_timeout_s", BODY_NUMBER, false },
+                { "env", BODY_OBJECT, false },
+        };
+        json_t *root = NULL;
+        struct session_body out = { 0 };
+        json_t *v;
+        int r;
+
+        r = body_parse_object(buf, len, true, fields, ELEMENTSOF(fields), &root, err);
+        if (r < 0)
+                return r;
+        v = json_object_get(root, "profile");
+        if (v) {
+                out.profile = json_string_value(v);
+                if (!body_profile_name_is_valid(out.profile)) {
+                        char excerpt[80];
+                        key_excerpt(out.profile, excerpt, sizeof(excerpt));
+                        r = body_fail(err, "profile",
+                                      "unknown profile '%s' (profile names are lowercase "
+                                      "letters, digits, '-' and '_'; see GET /v1/profiles)",
+                                      excerpt);
+                        goto fail;
+                }
+        }
+        r = seconds_field(root, "idle_timeout_s", BODY_IDLE_TIMEOUT_MAX_S, &out.idle_timeout_ms,
+                          err);
+        if (r < 0)
+                goto fail;
+        v = json_object_get(root, "env");
+        if (v) {
+                r = env_parse(v, &out.env, err);
+                if (r < 0)
+                        goto fail;
+        }
+        *ret_root = root;
+        *ret = out;
+        return 0;
+fail:
+        json_decref(root);
+        return r;
+}

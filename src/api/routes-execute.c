@@ -1,0 +1,550 @@
+/* Running code: POST /execute (one-shot) and POST /v1/sessions/{id}/execute. Without
+ * `Accept: application/x-ndjson` the handler runs the cell and answers with the execution
+ * object. With it, a worker thread runs the cell and feeds a bounded queue of ndjson events;
+ * libmicrohttpd's content reader, on the connection's own thread, blocks on that queue and
+ * sends each event as it comes. A slow client makes the worker wait (the queue is bounded), a
+ * client that goes away gets its cell interrupted. */
+#include "api-internal.h"
+
+#include "base/cleanup.h"
+#include "base/utf8.h"
+#include "base/util.h"
+#include "json-body.h"
+#include "session/session.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define STREAM_QUEUE_MAX (1u << 20) /* event bytes waiting for a slow client */
+#define STREAM_START_WAIT_MS 100    /* how long an early failure can still be a 4xx */
+#define STREAM_POLL_MS 250          /* how often a waiting reader checks the client */
+#define STREAM_BLOCK_SIZE 65536
+
+/* What a failed execute answers, as a reply or as the stream's last event. */
+struct exec_failure {
+        unsigned status;
+        const char *field;
+        char msg[AIRLOCK_ERROR_MAX + 128];
+};
+
+static const char *field_in_message(const char *msg)
+{
+        static const char *const fields[] = { "timeout_s", "timeout", "language",
+                                              "profile",   "code",    NULL };
+
+        for (size_t i = 0; fields[i]; i++)
+                if (strstr(msg, fields[i]))
+                        return fields[i];
+        return NULL;
+}
+
+static void exec_failure_of(struct api_server *srv, int r, const struct airlock_error *err,
+                            const char *session_id, struct exec_failure *f)
+{
+        const char *msg = err->msg[0] ? err->msg : strerror(-r);
+        json_t *ended;
+
+        f->field = NULL;
+        switch (-r) {
+        case EBUSY:
+                f->status = MHD_HTTP_CONFLICT;
+                (void) snprintf(f->msg, sizeof(f->msg), "session %s is running another cell",
+                                session_id ? session_id : "");
+                break;
+        case ENOENT:
+                if (!session_id) {
+                        f->status = MHD_HTTP_BAD_REQUEST;
+                        f->field = "profile";
+                        (void) snprintf(f->msg, sizeof(f->msg), "%s",
+                                        err->msg[0] ? err->msg : "unknown profile");
+                        break;
+                }
+                f->status = MHD_HTTP_NOT_FOUND;
+                ended = session_manager_describe_ended(srv->mgr, session_id);
+                (void) snprintf(f->msg, sizeof(f->msg), "session %s has ended: %s", session_id,
+                                ended ? json_string_value(json_object_get(ended, "reason"))
+                                      : "it was deleted");
+                json_decref(ended);
+                break;
+        case EINVAL:
+        case EOPNOTSUPP:
+                f->status = MHD_HTTP_BAD_REQUEST;
+                f->field = field_in_message(msg);
+                (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
+                break;
+        case EUSERS:
+        case EAGAIN:
+        case ESHUTDOWN:
+                f->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+                (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
+                break;
+        case E2BIG:
+                f->status = MHD_HTTP_CONTENT_TOO_LARGE;
+                (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
+                break;
+        default:
+                f->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+                (void) snprintf(f->msg, sizeof(f->msg), "cannot run the cell: %s", msg);
+                break;
+        }
+}
+
+static int reply_exec_failure(struct api_request *req, int r, const struct airlock_error *err,
+                              const char *session_id)
+{
+        struct exec_failure f;
+
+        if (r == -ENOENT && session_id)
+                return api_reply_session_gone(req, session_id);
+        exec_failure_of(req->srv, r, err, session_id, &f);
+        if (r == -EBUSY)
+                return api_reply_error_extra(req, f.status, NULL,
+                                             json_pack("{s:s}", "id", session_id), "%s", f.msg);
+        return api_reply_error(req, f.status, f.field, "%s", f.msg);
+}
+
+struct stream_line {
+        struct stream_line *next;
+        size_t len;
+        char data[];
+};
+
+struct exec_stream {
+        pthread_mutex_t lock;
+        pthread_cond_t cond; /* any change below */
+        struct stream_line *head, *tail, *cur;
+        size_t cur_off;
+        size_t queued;            /* bytes in head..tail */
+        size_t n_output;          /* stdout/stderr events so far */
+        bool done;                /* the worker queued its last event */
+        bool closed;              /* the client is gone: output is dropped */
+        int rc;                   /* the worker's result, valid when done */
+        struct airlock_error err; /* and its message */
+        char carry[3][4];         /* a UTF-8 character cut between two chunks, per stream */
+        size_t carry_len[3];
+
+        struct api_server *srv;
+        struct session *session; /* NULL for one-shot */
+        char session_id[SESSION_ID_LEN + 1];
+        struct session_create_options opts;
+        json_t *root; /* the request body; owns the strings of req and opts */
+        struct exec_request req;
+        struct exec_sink sink;
+        int client_fd;
+        pthread_t thread;
+        bool thread_started;
+};
+
+static void stream_free(void *userdata)
+{
+        struct exec_stream *st = userdata;
+        bool running;
+
+        if (!st)
+                return;
+        pthread_mutex_lock(&st->lock);
+        st->closed = true;
+        running = !st->done;
+        pthread_cond_broadcast(&st->cond);
+        pthread_mutex_unlock(&st->lock);
+        /* The reply ended before the cell (the client went away, or the daemon is stopping):
+         * stop the cell as a timeout would, then wait for the worker, which still uses st. */
+        if (running && st->session)
+                (void) session_interrupt(st->session);
+        if (st->thread_started)
+                (void) pthread_join(st->thread, NULL);
+
+        free(st->cur);
+        while (st->head) {
+                struct stream_line *next = st->head->next;
+                free(st->head);
+                st->head = next;
+        }
+        session_unref(st->session);
+        json_decref(st->root);
+        pthread_cond_destroy(&st->cond);
+        pthread_mutex_destroy(&st->lock);
+        free(st);
+}
+
+/* Appends an event (taking the reference) as one line. Called with the lock held. */
+static void stream_push_locked(struct exec_stream *st, json_t *event)
+{
+        char *text;
+        size_t len;
+        struct stream_line *l;
+
+        if (!event)
+                return;
+        text = json_dumps(event, JSON_COMPACT);
+        json_decref(event);
+        if (!text)
+                return;
+        len = strlen(text);
+        l = malloc(sizeof(*l) + len + 1);
+        if (l) {
+                memcpy(l->data, text, len);
+                l->data[len] = '\n';
+                l->len = len + 1;
+                l->next = NULL;
+                if (st->tail)
+                        st->tail->next = l;
+                else
+                        st->head = l;
+                st->tail = l;
+                st->queued += l->len;
+        }
+        free(text);
+        pthread_cond_broadcast(&st->cond);
+}
+
+/* The text of stream's pending bytes plus data that ends on a character boundary; the rest is
+ * carried over. With flush everything goes (a cut character becomes U+FFFD). */
+static char *stream_text_locked(struct exec_stream *st, int stream, const char *data, size_t len,
+                                bool flush)
+{
+        _cleanup_free_ char *joined = NULL;
+        size_t total = st->carry_len[stream] + len, complete;
+
+        joined = malloc(total + 1);
+        if (!joined)
+                return NULL;
+        memcpy(joined, st->carry[stream], st->carry_len[stream]);
+        if (len)
+                memcpy(joined + st->carry_len[stream], data, len);
+        complete = flush ? total : utf8_complete_prefix(joined, total);
+        st->carry_len[stream] = total - complete;
+        if (st->carry_len[stream] > sizeof(st->carry[stream])) {
+                /* Not a character being cut but garbage: send it, sanitised. */
+                complete = total;
+                st->carry_len[stream] = 0;
+        }
+        memcpy(st->carry[stream], joined + complete, st->carry_len[stream]);
+        if (complete == 0)
+                return NULL;
+        return utf8_sanitize(joined, complete);
+}
+
+static void stream_on_output(void *userdata, int stream, const char *data, size_t len)
+{
+        struct exec_stream *st = userdata;
+        _cleanup_free_ char *text = NULL;
+
+        stream = stream == 2 ? 2 : 1;
+        pthread_mutex_lock(&st->lock);
+        text = st->closed ? NULL : stream_text_locked(st, stream, data, len, false);
+        /* Back-pressure: the cell's output waits for the client rather than piling up. */
+        while (text && st->queued > STREAM_QUEUE_MAX && !st->closed)
+                pthread_cond_wait(&st->cond, &st->lock);
+        if (text && !st->closed) {
+                stream_push_locked(st, json_pack("{s:s, s:s}", "type",
+                                                 stream == 1 ? "stdout" : "stderr", "text", text));
+                st->n_output++;
+        }
+        pthread_mutex_unlock(&st->lock);
+}
+
+static void *stream_worker(void *userdata)
+{
+        struct exec_stream *st = userdata;
+        struct airlock_error err = { { 0 } };
+        json_t *result = NULL, *item, *error;
+        size_t i;
+        int r;
+
+        if (st->session)
+                r = session_execute(st->session, &st->req, &result, &err);
+        else
+                r = session_run_once(st->srv->mgr, &st->opts, &st->req, &result, &err);
+
+        pthread_mutex_lock(&st->lock);
+        for (int s = 1; s <= 2; s++) {
+                _cleanup_free_ char *text = NULL;
+                if (st->carry_len[s] == 0 || st->closed)
+                        continue;
+                text = stream_text_locked(st, s, NULL, 0, true);
+                if (text)
+                        stream_push_locked(st,
+                                           json_pack("{s:s, s:s}", "type",
+                                                     s == 1 ? "stdout" : "stderr", "text", text));
+        }
+        if (r >= 0) {
+                json_array_foreach (json_object_get(result, "outputs"), i, item) {
+                        json_t *ev = json_is_object(item) ? json_copy(item) : NULL;
+                        if (ev && json_object_set_new(ev, "type", json_string("output")) == 0)
+                                stream_push_locked(st, ev);
+                        else
+                                json_decref(ev);
+                }
+                error = json_object_get(result, "error");
+                if (json_is_object(error)) {
+                        json_t *ev = json_copy(error);
+                        if (ev && json_object_set_new(ev, "type", json_string("error")) == 0)
+                                stream_push_locked(st, ev);
+                        else
+                                json_decref(ev);
+                }
+                stream_push_locked(st, json_pack("{s:s, s:o}", "type", "end", "result", result));
+        } else {
+                struct exec_failure f;
+
+                exec_failure_of(st->srv, r, &err, st->session ? st->session_id : NULL, &f);
+                stream_push_locked(st,
+                                   json_pack("{s:s, s:n, s:{s:i, s:s}}", "type", "end", "result",
+                                             "failure", "status", (int) f.status, "error", f.msg));
+        }
+        st->rc = r;
+        st->err = err;
+        st->done = true;
+        pthread_cond_broadcast(&st->cond);
+        pthread_mutex_unlock(&st->lock);
+        return NULL;
+}
+
+static bool client_gone(int fd)
+{
+        struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+        if (fd < 0)
+                return false;
+        return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static void deadline_in(struct timespec *ts, unsigned ms)
+{
+        (void) clock_gettime(CLOCK_MONOTONIC, ts);
+        ts->tv_sec += ms / 1000;
+        ts->tv_nsec += (long) (ms % 1000) * 1000000L;
+        if (ts->tv_nsec >= 1000000000L) {
+                ts->tv_sec++;
+                ts->tv_nsec -= 1000000000L;
+        }
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        struct exec_stream *st = cls;
+        struct timespec deadline;
+        ssize_t n = 0;
+
+        (void) pos;
+        pthread_mutex_lock(&st->lock);
+        for (;;) {
+                if (st->cur) {
+                        size_t left = st->cur->len - st->cur_off;
+                        size_t take = left < max ? left : max;
+
+                        memcpy(buf, st->cur->data + st->cur_off, take);
+                        st->cur_off += take;
+                        if (st->cur_off == st->cur->len) {
+                                free(st->cur);
+                                st->cur = NULL;
+                        }
+                        n = (ssize_t) take;
+                        break;
+                }
+                if (st->head) {
+                        st->cur = st->head;
+                        st->cur_off = 0;
+                        st->head = st->head->next;
+                        if (!st->head)
+                                st->tail = NULL;
+                        st->queued -= st->cur->len;
+                        pthread_cond_broadcast(&st->cond);
+                        continue;
+                }
+                if (st->done) {
+                        n = MHD_CONTENT_READER_END_OF_STREAM;
+                        break;
+                }
+                if (st->closed) {
+                        n = MHD_CONTENT_READER_END_WITH_ERROR;
+                        break;
+                }
+                deadline_in(&deadline, STREAM_POLL_MS);
+                if (pthread_cond_timedwait(&st->cond, &st->lock, &deadline) == ETIMEDOUT &&
+                    client_gone(st->client_fd)) {
+                        /* Nobody will read the rest: stop the cell now rather than at its
+                         * timeout. The worker finishes on its own; stream_free() waits. */
+                        st->closed = true;
+                        pthread_cond_broadcast(&st->cond);
+                        pthread_mutex_unlock(&st->lock);
+                        if (st->session)
+                                (void) session_interrupt(st->session);
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                }
+        }
+        pthread_mutex_unlock(&st->lock);
+        return n;
+}
+
+static bool wants_stream(struct api_request *req)
+{
+        const char *accept = api_header(req, MHD_HTTP_HEADER_ACCEPT);
+
+        return accept && strcasestr(accept, "application/x-ndjson");
+}
+
+/* Starts the worker and answers: a normal error reply if it failed at once, else the 200
+ * stream. Takes over session (may be NULL) and root. */
+static int stream_start(struct api_request *req, struct session *session, json_t *root,
+                        const struct exec_body *body)
+{
+        const union MHD_ConnectionInfo *ci;
+        struct exec_stream *st;
+        struct MHD_Response *resp;
+        pthread_condattr_t attr;
+        struct timespec deadline;
+        int r;
+
+        st = calloc(1, sizeof(*st));
+        if (!st) {
+                session_unref(session);
+                json_decref(root);
+                return -ENOMEM;
+        }
+        pthread_mutex_init(&st->lock, NULL);
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&st->cond, &attr);
+        pthread_condattr_destroy(&attr);
+        st->srv = req->srv;
+        st->session = session;
+        st->root = root;
+        if (session)
+                (void) snprintf(st->session_id, sizeof(st->session_id), "%s", session_id(session));
+        st->opts.profile = body->profile;
+        st->sink.on_output = stream_on_output;
+        st->sink.userdata = st;
+        st->req.language = body->language;
+        st->req.code = body->code;
+        st->req.timeout_ms = body->timeout_ms;
+        st->req.sink = &st->sink;
+        ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        st->client_fd = ci ? ci->connect_fd : -EBADF;
+
+        r = -pthread_create(&st->thread, NULL, stream_worker, st);
+        if (r < 0) {
+                stream_free(st);
+                return r;
+        }
+        st->thread_started = true;
+
+        /* Failures the worker meets at once (busy, unknown profile, session limit) are still
+         * answered with their own status; after this short wait the 200 goes out and a later
+         * failure becomes the stream's last event. */
+        deadline_in(&deadline, STREAM_START_WAIT_MS);
+        pthread_mutex_lock(&st->lock);
+        while (!st->head && !st->done)
+                if (pthread_cond_timedwait(&st->cond, &st->lock, &deadline) == ETIMEDOUT)
+                        break;
+        if (st->done && st->rc < 0 && st->n_output == 0) {
+                int rc = st->rc;
+                pthread_mutex_unlock(&st->lock);
+                (void) pthread_join(st->thread, NULL);
+                st->thread_started = false;
+                r = reply_exec_failure(req, rc, &st->err, st->session ? st->session_id : NULL);
+                stream_free(st);
+                return r;
+        }
+        pthread_mutex_unlock(&st->lock);
+
+        /* From here the response owns st: MHD calls stream_free() when it is done with it,
+         * also when queueing fails. */
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK_SIZE, stream_read,
+                                                 st, stream_free);
+        if (!resp) {
+                stream_free(st);
+                return -ENOMEM;
+        }
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
+        (void) MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        return api_reply_response(req, MHD_HTTP_OK, resp);
+}
+
+int api_handle_execute_once(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        struct body_error berr = { { 0 } };
+        struct exec_body body;
+        json_t *root = NULL, *result = NULL;
+        int r;
+
+        r = exec_body_parse(req->body, req->body_len, true, &root, &body, &berr);
+        if (r == -EINVAL)
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, berr.field, "%s", berr.msg);
+        if (r < 0)
+                return r;
+        if (wants_stream(req))
+                return stream_start(req, NULL, root, &body);
+
+        r = session_run_once(req->srv->mgr,
+                             &(struct session_create_options){ .profile = body.profile },
+                             &(struct exec_request){ .language = body.language,
+                                                     .code = body.code,
+                                                     .timeout_ms = body.timeout_ms },
+                             &result, &err);
+        json_decref(root);
+        if (r < 0)
+                return reply_exec_failure(req, r, &err, NULL);
+        return api_reply_json(req, MHD_HTTP_OK, result);
+}
+
+int api_handle_session_execute(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        struct body_error berr = { { 0 } };
+        struct exec_body body;
+        struct session *s = NULL;
+        json_t *root = NULL, *result = NULL, *desc;
+        const char *state;
+        int r;
+
+        r = exec_body_parse(req->body, req->body_len, false, &root, &body, &berr);
+        if (r == -EINVAL)
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, berr.field, "%s", berr.msg);
+        if (r < 0)
+                return r;
+        r = session_lookup(req->srv->mgr, req->params.id, &s);
+        if (r < 0) {
+                json_decref(root);
+                return r == -ENOENT ? api_reply_session_gone(req, req->params.id)
+                                    : api_reply_errno(req, r, NULL, NULL);
+        }
+
+        if (wants_stream(req)) {
+                /* The common case of a busy session is answered 409 before the stream starts;
+                 * the race with another request is caught by the worker's wait above. */
+                desc = session_describe(s);
+                state = json_string_value(json_object_get(desc, "state"));
+                if (state && strcmp(state, "busy") == 0) {
+                        json_decref(desc);
+                        json_decref(root);
+                        r = reply_exec_failure(req, -EBUSY, &err, session_id(s));
+                        session_unref(s);
+                        return r;
+                }
+                json_decref(desc);
+                return stream_start(req, s, root, &body);
+        }
+
+        r = session_execute(s,
+                            &(struct exec_request){ .language = body.language,
+                                                    .code = body.code,
+                                                    .timeout_ms = body.timeout_ms },
+                            &result, &err);
+        json_decref(root);
+        if (r < 0) {
+                char id[SESSION_ID_LEN + 1];
+                (void) snprintf(id, sizeof(id), "%s", session_id(s));
+                session_unref(s);
+                return reply_exec_failure(req, r, &err, id);
+        }
+        session_unref(s);
+        return api_reply_json(req, MHD_HTTP_OK, result);
+}

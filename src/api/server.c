@@ -1,0 +1,600 @@
+/* The HTTP server: binds the listen address, runs libmicrohttpd with one thread per
+ * connection (so handlers may block on a running cell, and a streaming reply may block on its
+ * queue), and takes each request through the same gate: Host/Origin, auth, route, body limit,
+ * handler, one log line. The route table below is the whole API surface. */
+#include "api-internal.h"
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "listen.h"
+#include "session/session.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define CONNECTION_TIMEOUT_S 300
+#define CONNECTION_LIMIT 1024
+
+static const struct api_route routes[] = {
+        { "GET", "/healthz", api_handle_healthz, false, API_JSON_BODY_MAX },
+        { "GET", "/v1/profiles", api_handle_profiles, true, API_JSON_BODY_MAX },
+        { "POST", "/execute", api_handle_execute_once, true, API_JSON_BODY_MAX },
+        { "POST", "/v1/sessions", api_handle_session_create, true, API_JSON_BODY_MAX },
+        { "GET", "/v1/sessions", api_handle_session_list, true, API_JSON_BODY_MAX },
+        { "GET", "/v1/sessions/{id}", api_handle_session_get, true, API_JSON_BODY_MAX },
+        { "DELETE", "/v1/sessions/{id}", api_handle_session_delete, true, API_JSON_BODY_MAX },
+        { "POST", "/v1/sessions/{id}/execute", api_handle_session_execute, true,
+          API_JSON_BODY_MAX },
+        { "POST", "/v1/sessions/{id}/interrupt", api_handle_session_interrupt, true,
+          API_JSON_BODY_MAX },
+        { "GET", "/v1/sessions/{id}/files/{path*}", api_handle_file_get, true, API_JSON_BODY_MAX },
+        { "PUT", "/v1/sessions/{id}/files/{path*}", api_handle_file_put, true, API_FILE_BODY_MAX },
+        { "DELETE", "/v1/sessions/{id}/files/{path*}", api_handle_file_delete, true,
+          API_JSON_BODY_MAX },
+};
+
+static struct api_request *request_free(struct api_request *req)
+{
+        if (!req)
+                return NULL;
+        free(req->raw_path);
+        free(req->body);
+        free(req);
+        return NULL;
+}
+
+/* The raw path for the log line: printable ASCII only, anything else as %XX, so a client
+ * cannot forge log fields or lines. */
+static void log_path(const char *path, char *buf, size_t size)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        size_t o = 0;
+
+        for (const unsigned char *p = (const unsigned char *) path; *p && o + 4 < size; p++) {
+                if (*p > 0x20 && *p < 0x7f && *p != '"' && *p != '\\') {
+                        buf[o++] = (char) *p;
+                } else {
+                        buf[o++] = '%';
+                        buf[o++] = hex[*p >> 4];
+                        buf[o++] = hex[*p & 15];
+                }
+        }
+        buf[o] = '\0';
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        struct api_server *srv = cls;
+        struct api_request *req = *con_cls;
+        char path[512], method[80];
+
+        (void) conn;
+        if (!req)
+                return;
+        if (log_get_level() <= LOG_INFO) {
+                log_path(req->raw_path ? req->raw_path : "", path, sizeof(path));
+                log_path(req->method, method, sizeof(method));
+                fprintf(stderr, "level=info req=%s method=%s path=\"%s\" status=%u ms=%.1f%s\n",
+                        req->id, method, path, req->status,
+                        (double) (now_ns() - req->start_ns) / 1e6,
+                        toe == MHD_REQUEST_TERMINATED_COMPLETED_OK   ? ""
+                        : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " end=client-closed"
+                                                                     : " end=aborted");
+        }
+        *con_cls = request_free(req);
+        atomic_fetch_sub(&srv->in_flight, 1);
+}
+
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+        unsigned *n = cls;
+
+        (void) kind;
+        (void) value;
+        if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+                (*n)++;
+        return MHD_YES;
+}
+
+/* 401, 403 and the routing errors, decided from the headers alone. Returns 1 when the request
+ * may go on, 0 when a reply was queued, -errno when none could be. */
+static int request_check(struct api_request *req)
+{
+        struct api_server *srv = req->srv;
+        const char *host, *origin, *auth, *token, *cl;
+        char allow[128];
+        unsigned n_host = 0;
+        size_t token_len;
+        int r;
+
+        if (atomic_load(&srv->stopping)) {
+                r = api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+                                    "the daemon is shutting down");
+                return r < 0 ? r : 0;
+        }
+
+        /* DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1 sends
+         * "Host: evil.example:8080"; a cross-site form or fetch sends its Origin. */
+        if (srv->check_host) {
+                /* Two Host headers could mean two things to two parsers (RFC 9112 3.2). */
+                (void) MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_host, &n_host);
+                if (n_host > 1) {
+                        r = api_reply_error_extra(req, MHD_HTTP_BAD_REQUEST, NULL,
+                                                  json_pack("{s:s}", "header", "Host"),
+                                                  "more than one Host header");
+                        return r < 0 ? r : 0;
+                }
+                host = api_header(req, MHD_HTTP_HEADER_HOST);
+                if (!host_allow_check_host(&srv->allow, host)) {
+                        r = api_reply_error_extra(
+                                req, MHD_HTTP_FORBIDDEN, NULL, json_pack("{s:s}", "header", "Host"),
+                                "Host '%.200s' is not allowed: use the address the daemon "
+                                "listens on, or start it with --allow-host",
+                                host ? host : "(missing)");
+                        return r < 0 ? r : 0;
+                }
+                origin = api_header(req, "Origin");
+                if (origin && !host_allow_check_origin(&srv->allow, origin)) {
+                        r = api_reply_error_extra(req, MHD_HTTP_FORBIDDEN, NULL,
+                                                  json_pack("{s:s}", "header", "Origin"),
+                                                  "Origin '%.200s' is not allowed: browsers "
+                                                  "may not drive this daemon from other sites",
+                                                  origin);
+                        return r < 0 ? r : 0;
+                }
+        }
+
+        r = route_find(routes, ELEMENTSOF(routes), req->method, req->raw_path, &req->route,
+                       &req->params, allow, sizeof(allow));
+
+        if (!(r == 0 && !req->route->needs_auth)) {
+                auth = api_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+                if (!auth || api_bearer_parse(auth, &token, &token_len) < 0 ||
+                    !api_token_equal(srv->token, token, token_len)) {
+                        r = api_reply_json_header(
+                                req, MHD_HTTP_UNAUTHORIZED,
+                                json_pack("{s:s}", "error", "missing or invalid bearer token"),
+                                MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"airlock\"");
+                        return r < 0 ? r : 0;
+                }
+        }
+
+        switch (r) {
+        case 0:
+                break;
+        case -ENOENT:
+                r = api_reply_error(req, MHD_HTTP_NOT_FOUND, NULL, "no such route: %s %.200s",
+                                    req->method, req->raw_path);
+                return r < 0 ? r : 0;
+        case -EOPNOTSUPP:
+                r = api_reply_json_header(req, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                          json_pack("{s:s+++}", "error", "method ", req->method,
+                                                    " is not allowed here; allowed: ", allow),
+                                          MHD_HTTP_HEADER_ALLOW, allow);
+                return r < 0 ? r : 0;
+        case -E2BIG:
+                r = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "path",
+                                    "a segment of the URL path is too long");
+                return r < 0 ? r : 0;
+        default:
+                r = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "path",
+                                    "the URL path has a malformed percent-escape or an escaped "
+                                    "NUL byte");
+                return r < 0 ? r : 0;
+        }
+
+        req->body_max = req->route->body_max;
+        cl = api_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+                char *end;
+                unsigned long long n;
+
+                errno = 0;
+                n = strtoull(cl, &end, 10);
+                /* Refused before a byte of the body is read: a 10 GiB upload costs nothing. */
+                if (errno == 0 && *end == '\0' && n > req->body_max) {
+                        r = api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
+                                            "the request body (%llu bytes) is larger than the "
+                                            "limit of %zu MiB",
+                                            n, req->body_max >> 20);
+                        return r < 0 ? r : 0;
+                }
+                if (errno == 0 && *end == '\0' && n > 0) {
+                        req->body = malloc((size_t) n + 1);
+                        if (!req->body)
+                                return -ENOMEM;
+                        req->body_size = (size_t) n + 1;
+                }
+        }
+        return 1;
+}
+
+/* Appends a piece of the body; past body_max the request is marked and nothing more is kept,
+ * so memory never exceeds the limit whatever the client sends. */
+static void request_append(struct api_request *req, const char *data, size_t len)
+{
+        if (req->body_too_large)
+                return;
+        if (len > req->body_max - req->body_len) {
+                req->body_too_large = true;
+                free(req->body);
+                req->body = NULL;
+                req->body_len = 0;
+                return;
+        }
+        if (req->body_len + len + 1 > req->body_size) {
+                size_t size = req->body_size ? req->body_size : 65536;
+                char *p;
+
+                while (size < req->body_len + len + 1)
+                        size *= 2;
+                if (size > req->body_max + 1)
+                        size = req->body_max + 1;
+                p = realloc(req->body, size);
+                if (!p) {
+                        /* Treated like an oversized body: refused, never half-processed. */
+                        req->body_too_large = true;
+                        free(req->body);
+                        req->body = NULL;
+                        req->body_len = 0;
+                        return;
+                }
+                req->body = p;
+                req->body_size = size;
+        }
+        memcpy(req->body + req->body_len, data, len);
+        req->body_len += len;
+        req->body[req->body_len] = '\0';
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+        struct api_server *srv = cls;
+        struct api_request *req = *con_cls;
+        int r;
+
+        (void) version;
+        if (!req) {
+                req = calloc(1, sizeof(*req));
+                if (!req)
+                        return MHD_NO;
+                atomic_fetch_add(&srv->in_flight, 1);
+                req->srv = srv;
+                req->conn = conn;
+                (void) snprintf(req->method, sizeof(req->method), "%s", method);
+                req->start_ns = now_ns();
+                req->raw_path = strdup(url);
+                (void) snprintf(req->id, sizeof(req->id), "%08" PRIxFAST64,
+                                (uint_fast64_t) atomic_fetch_add(&srv->next_req, 1));
+                *con_cls = req;
+                if (!req->raw_path)
+                        return MHD_NO;
+                r = request_check(req);
+                return r < 0 ? MHD_NO : MHD_YES;
+        }
+
+        if (*upload_data_size > 0) {
+                /* libmicrohttpd 0.9.75 cannot queue a reply before the upload is complete, so
+                 * a body found too large while it streams in (chunked, no Content-Length) is
+                 * read and dropped, then answered 413; a client that goes on sending past
+                 * API_DRAIN_MAX more has its connection closed instead. */
+                req->received += *upload_data_size;
+                if (!req->replied)
+                        request_append(req, upload_data, *upload_data_size);
+                *upload_data_size = 0;
+                if (req->body_too_large && req->received - req->body_max > API_DRAIN_MAX)
+                        return MHD_NO;
+                return MHD_YES;
+        }
+        if (req->replied)
+                return MHD_YES;
+        if (req->body_too_large) {
+                r = api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
+                                    "the request body is larger than the limit of %zu MiB",
+                                    req->body_max >> 20);
+                return r < 0 ? MHD_NO : MHD_YES;
+        }
+
+        r = req->route->handler(req);
+        if (r < 0 && !req->replied) {
+                log_error_errno(r, "req=%s handler failed", req->id);
+                r = api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "internal error: %s",
+                                    strerror(-r));
+        }
+        return req->replied ? MHD_YES : MHD_NO;
+}
+
+/* Identity: the router decodes the path itself, segment by segment (router.c), and handlers
+ * decode the query values they read. */
+static size_t unescape_none(void *cls, struct MHD_Connection *conn, char *s)
+{
+        (void) cls;
+        (void) conn;
+        return strlen(s);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        char buf[512];
+        size_t n;
+
+        (void) cls;
+        (void) vsnprintf(buf, sizeof(buf), fmt, ap);
+        n = strlen(buf);
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+                buf[--n] = '\0';
+        log_warn("libmicrohttpd: %s", buf);
+}
+
+static int bind_unix(struct api_server *srv, const char *path, struct airlock_error *err)
+{
+        _cleanup_free_ char *dircopy = strdup(path), *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        const char *dir;
+        struct stat st;
+
+        if (!dircopy)
+                return -ENOMEM;
+        dir = dirname(dircopy);
+        if (stat(dir, &st) < 0)
+                return airlock_error_set(err, -errno, "--listen: cannot use directory '%s': %s",
+                                         dir, strerror(errno));
+        /* Whoever can write the directory can replace the socket with their own. */
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+                return airlock_error_set(err, -EPERM,
+                                         "--listen: the socket's directory '%s' must be owned by "
+                                         "uid %u and not writable by group or others",
+                                         dir, (unsigned) geteuid());
+
+        if (lstat(path, &st) == 0) {
+                _cleanup_close_ int probe = -EBADF;
+
+                if (!S_ISSOCK(st.st_mode))
+                        return airlock_error_set(err, -EEXIST,
+                                                 "--listen: '%s' exists and is not a socket", path);
+                probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (probe < 0)
+                        return -errno;
+                strcpy(sa.sun_path, path);
+                if (connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+                        return airlock_error_set(err, -EADDRINUSE,
+                                                 "--listen: another daemon is listening on '%s'",
+                                                 path);
+                if (errno != ECONNREFUSED)
+                        return airlock_error_set(err, -errno, "--listen: cannot probe '%s': %s",
+                                                 path, strerror(errno));
+                log_info("removing the stale socket '%s' left by a daemon that is gone", path);
+                if (unlink(path) < 0)
+                        return airlock_error_set(err, -errno, "--listen: cannot remove '%s': %s",
+                                                 path, strerror(errno));
+        }
+
+        /* Bound under a temporary name, restricted to 0600, then renamed into place: nobody can
+         * connect while the socket still has the umask's permissions. */
+        if (asprintf(&tmp, "%s.%d.tmp", path, (int) getpid()) < 0)
+                return -ENOMEM;
+        if (strlen(tmp) >= sizeof(sa.sun_path))
+                return airlock_error_set(err, -ENAMETOOLONG,
+                                         "--listen: the socket path '%s' is too long", path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        (void) unlink(tmp);
+        strcpy(sa.sun_path, tmp);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return airlock_error_set(err, -errno, "--listen: cannot bind '%s': %s", path,
+                                         strerror(errno));
+        if (chmod(tmp, 0600) < 0 || rename(tmp, path) < 0) {
+                int e = errno;
+                (void) unlink(tmp);
+                return airlock_error_set(err, -e, "--listen: cannot create '%s': %s", path,
+                                         strerror(e));
+        }
+        if (listen(fd, SOMAXCONN) < 0) {
+                int e = errno;
+                (void) unlink(path);
+                return airlock_error_set(err, -e, "--listen: %s", strerror(e));
+        }
+        srv->unix_path = strdup(path);
+        if (!srv->unix_path) {
+                (void) unlink(path);
+                return -ENOMEM;
+        }
+        srv->listen_fd = TAKE_FD(fd);
+        (void) snprintf(srv->url, sizeof(srv->url), "unix:%s", path);
+        return 0;
+}
+
+static int bind_tcp(struct api_server *srv, const struct api_listen *l, int *ret_family,
+                    unsigned *ret_port, struct airlock_error *err)
+{
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+                                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+        struct addrinfo *res = NULL;
+        struct sockaddr_storage ss;
+        socklen_t sslen = sizeof(ss);
+        char port_s[16];
+        int r, e = EADDRNOTAVAIL;
+
+        (void) snprintf(port_s, sizeof(port_s), "%u", l->port);
+        r = getaddrinfo(l->host, port_s, &hints, &res);
+        if (r != 0)
+                return airlock_error_set(err, -EADDRNOTAVAIL, "--listen: cannot resolve '%s': %s",
+                                         l->host, gai_strerror(r));
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                _cleanup_close_ int fd = -EBADF;
+                int one = 1, zero = 0;
+
+                fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+                if (fd < 0) {
+                        e = errno;
+                        continue;
+                }
+                (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                /* "[::]" serves IPv4 too (dual stack); a specific IPv6 address only itself. */
+                if (ai->ai_family == AF_INET6)
+                        (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+                if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
+                        e = errno;
+                        continue;
+                }
+                *ret_family = ai->ai_family;
+                srv->listen_fd = TAKE_FD(fd);
+                break;
+        }
+        freeaddrinfo(res);
+        if (srv->listen_fd < 0)
+                return airlock_error_set(err, -e, "--listen: cannot listen on %s:%u: %s%s", l->host,
+                                         l->port, strerror(e),
+                                         e == EADDRINUSE ? " (is another airlock running?)" : "");
+        if (getsockname(srv->listen_fd, (struct sockaddr *) &ss, &sslen) < 0)
+                return -errno;
+        *ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                                                   : ((struct sockaddr_in *) &ss)->sin_port);
+        (void) snprintf(srv->url, sizeof(srv->url), "http://%s%s%s:%u",
+                        strchr(l->host, ':') ? "[" : "", l->host, strchr(l->host, ':') ? "]" : "",
+                        *ret_port);
+        return 0;
+}
+
+int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
+                   struct airlock_error *err)
+{
+        struct api_server *srv;
+        struct api_listen l;
+        const char *why = NULL;
+        unsigned flags, port = 0;
+        int r, family = AF_UNIX;
+
+        if (!cfg->token || !*cfg->token)
+                return airlock_error_set(err, -EINVAL, "no API token");
+        r = api_listen_parse(cfg->listen, &l, &why);
+        if (r < 0)
+                return airlock_error_set(err, r, "--listen '%s': %s", cfg->listen, why);
+
+        srv = calloc(1, sizeof(*srv));
+        if (!srv)
+                return -ENOMEM;
+        srv->listen_fd = -EBADF;
+        srv->mgr = cfg->mgr;
+        srv->mode = cfg->mode;
+        atomic_init(&srv->next_req, 1);
+        atomic_init(&srv->in_flight, 0);
+        atomic_init(&srv->stopping, false);
+        srv->token = strdup(cfg->token);
+        if (!srv->token) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        if (l.is_unix) {
+                r = bind_unix(srv, l.path, err);
+        } else {
+                r = bind_tcp(srv, &l, &family, &port, err);
+                if (r >= 0) {
+                        srv->check_host = true;
+                        r = host_allow_init(&srv->allow, l.host, port, cfg->allow_hosts);
+                        if (r < 0)
+                                airlock_error_set(err, r, "--allow-host: %s",
+                                                  r == -E2BIG ? "too many values"
+                                                              : "an empty value");
+                }
+        }
+        if (r < 0)
+                goto fail;
+
+        flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                MHD_USE_ERROR_LOG | MHD_USE_ITC |
+                /* poll(), not select(): sessions hold many fds, and a connection's fd number
+                 * can pass FD_SETSIZE. */
+                MHD_USE_POLL;
+        if (family == AF_INET6)
+                flags |= MHD_USE_DUAL_STACK;
+        /* The logger first: MHD reports problems with the options that follow through it. */
+        srv->mhd = MHD_start_daemon(
+                flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                MHD_OPTION_LISTEN_SOCKET, srv->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) CONNECTION_TIMEOUT_S,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned) CONNECTION_LIMIT, MHD_OPTION_END);
+        if (!srv->mhd) {
+                r = airlock_error_set(err, -EIO, "cannot start the HTTP server (libmicrohttpd)");
+                goto fail;
+        }
+        *ret_srv = srv;
+        return 0;
+fail:
+        api_server_free(srv);
+        return r;
+}
+
+const char *api_server_url(const struct api_server *srv)
+{
+        return srv->url;
+}
+
+void api_server_quiesce(struct api_server *srv)
+{
+        if (!srv || atomic_exchange(&srv->stopping, true))
+                return;
+        /* MHD hands the listen socket back; it is closed in api_server_free(). */
+        if (srv->mhd)
+                (void) MHD_quiesce_daemon(srv->mhd);
+}
+
+int api_server_drain(struct api_server *srv, unsigned timeout_ms)
+{
+        uint64_t deadline = now_ns() + (uint64_t) timeout_ms * 1000000u;
+
+        while (atomic_load(&srv->in_flight) > 0) {
+                if (now_ns() >= deadline)
+                        return -ETIMEDOUT;
+                (void) usleep(10000);
+        }
+        return 0;
+}
+
+struct api_server *api_server_free(struct api_server *srv)
+{
+        bool quiesced;
+
+        if (!srv)
+                return NULL;
+        quiesced = atomic_load(&srv->stopping);
+        atomic_store(&srv->stopping, true);
+        if (srv->mhd)
+                MHD_stop_daemon(srv->mhd);
+        /* MHD closes the listen socket it was given, unless it was quiesced. */
+        if (!srv->mhd || quiesced)
+                srv->listen_fd = safe_close_fd(srv->listen_fd);
+        if (srv->unix_path) {
+                (void) unlink(srv->unix_path);
+                free(srv->unix_path);
+        }
+        host_allow_done(&srv->allow);
+        if (srv->token) {
+                explicit_bzero(srv->token, strlen(srv->token));
+                free(srv->token);
+        }
+        free(srv);
+        return NULL;
+}

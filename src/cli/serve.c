@@ -1,0 +1,342 @@
+/* `airlock serve`: the daemon. Probes the kernel, loads or creates the API token, starts the
+ * session manager (zygotes and warm pools) and the HTTP API, then waits for SIGTERM/SIGINT and
+ * takes everything down in order: no new connections, every session killed, handlers
+ * finished, the manager freed (cgroups removed), the unix socket removed. */
+#include "cli.h"
+
+#include "api/api.h"
+#include "api/auth.h"
+#include "api/listen.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "session/session.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define ALLOW_HOSTS_MAX 32
+#define DEFAULT_LISTEN "127.0.0.1:8080"
+
+static const char serve_help[] =
+        "usage: airlock serve [OPTIONS]\n"
+        "\n"
+        "Runs the daemon: the HTTP API of docs/API.md, with persistent sessions.\n"
+        "\n"
+        "      --listen ADDR       HOST:PORT ([::1]:8080 for IPv6, port 0 = any free port)\n"
+        "                          or unix:/PATH; default: " DEFAULT_LISTEN "\n"
+        "      --state-dir DIR     token and session store; default: /var/lib/airlock as\n"
+        "                          root, else $XDG_STATE_HOME/airlock or\n"
+        "                          ~/.local/state/airlock\n"
+        "      --isolation MODE    namespaces (default), process or none; also\n"
+        "                          AIRLOCK_ISOLATION. none listens on loopback only\n"
+        "      --max-sessions N    live sessions at most (default 64)\n"
+        "      --pool-size N       warm sessions kept per profile (default 2, 0 = none)\n"
+        "      --idle-timeout S    end sessions idle this long (default 5m)\n"
+        "      --allow-host HOST   also accept this Host header (repeatable)\n"
+        "\n"
+        "The API token is $AIRLOCK_TOKEN, else DIR/token (created on the first start and\n"
+        "printed once). SIGTERM or SIGINT stop the daemon cleanly.\n";
+
+struct serve_args {
+        const char *listen;
+        const char *state_dir;
+        const char *isolation;
+        const char *allow_hosts[ALLOW_HOSTS_MAX + 1];
+        size_t n_allow_hosts;
+        unsigned max_sessions;
+        unsigned pool_size;
+        uint64_t idle_timeout_ms;
+};
+
+static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret)
+{
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (!*s || *end || errno || s[0] == '-' || v < min || v > max) {
+                fprintf(stderr, "airlock serve: %s '%s' is not a number from %u to %u\n", opt, s,
+                        min, max);
+                return -EINVAL;
+        }
+        *ret = (unsigned) v;
+        return 0;
+}
+
+static int parse_args(int argc, char **argv, struct serve_args *a)
+{
+        enum {
+                OPT_LISTEN = 256,
+                OPT_STATE_DIR,
+                OPT_ISOLATION,
+                OPT_MAX_SESSIONS,
+                OPT_POOL_SIZE,
+                OPT_IDLE_TIMEOUT,
+                OPT_ALLOW_HOST
+        };
+        static const struct option opts[] = {
+                { "listen", required_argument, NULL, OPT_LISTEN },
+                { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+                { "isolation", required_argument, NULL, OPT_ISOLATION },
+                { "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
+                { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
+                { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+                { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case OPT_LISTEN:
+                        a->listen = optarg;
+                        break;
+                case OPT_STATE_DIR:
+                        a->state_dir = optarg;
+                        break;
+                case OPT_ISOLATION:
+                        a->isolation = optarg;
+                        break;
+                case OPT_MAX_SESSIONS:
+                        if (parse_uint("--max-sessions", optarg, 1, 100000, &a->max_sessions) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_POOL_SIZE:
+                        if (parse_uint("--pool-size", optarg, 0, 64, &a->pool_size) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_IDLE_TIMEOUT:
+                        if (parse_duration_ms(optarg, &a->idle_timeout_ms) < 0 ||
+                            a->idle_timeout_ms < 1000 || a->idle_timeout_ms > 24ULL * 3600 * 1000) {
+                                fprintf(stderr,
+                                        "airlock serve: --idle-timeout '%s' is not a duration "
+                                        "between 1s and 24h (e.g. 300, 5m)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_ALLOW_HOST:
+                        if (a->n_allow_hosts >= ALLOW_HOSTS_MAX || !*optarg) {
+                                fprintf(stderr,
+                                        "airlock serve: --allow-host: at most %d non-empty "
+                                        "values\n",
+                                        ALLOW_HOSTS_MAX);
+                                return -EINVAL;
+                        }
+                        a->allow_hosts[a->n_allow_hosts++] = optarg;
+                        break;
+                case 'h':
+                        fputs(serve_help, stdout);
+                        exit(0);
+                default:
+                        fputs("Try 'airlock serve --help'.\n", stderr);
+                        return -EINVAL;
+                }
+        }
+        if (optind != argc) {
+                fprintf(stderr, "airlock serve: unexpected argument '%s'\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static void print_probe(const struct jail_features *f, enum jail_isolation mode)
+{
+        fprintf(stderr,
+                "airlock: kernel %s; user namespaces %s; landlock %s%.0d; seccomp %s; "
+                "cgroups %s\n",
+                f->kernel, f->userns ? "yes" : "no", f->landlock_abi > 0 ? "ABI " : "unavailable",
+                f->landlock_abi, f->seccomp ? "yes" : "no",
+                cgroup_version_name(f->cgroups.version));
+        fprintf(stderr, "airlock: isolation %s%s\n", jail_isolation_to_string(mode),
+                mode == JAIL_NAMESPACES ? " (every layer)"
+                : mode == JAIL_PROCESS  ? " (rlimits, timeout and cgroup only: WEAK)"
+                                        : " (no isolation: development only)");
+}
+
+/* Sessions hold several fds each (pipes, control socket, pidfd, cgroup): use what the hard
+ * limit allows. */
+static void raise_nofile(void)
+{
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
+}
+
+/* Ends every live session so that handlers blocked in an execution return promptly. */
+static void destroy_sessions(struct session_manager *mgr)
+{
+        json_t *list = session_list(mgr), *s;
+        size_t i;
+
+        json_array_foreach (list, i, s) {
+                const char *id = json_string_value(json_object_get(s, "id"));
+                if (id)
+                        (void) session_destroy(mgr, id);
+        }
+        json_decref(list);
+}
+
+int cmd_serve(int argc, char **argv)
+{
+        _cleanup_free_ char *state_dir = NULL, *token = NULL;
+        struct serve_args a = { .listen = DEFAULT_LISTEN,
+                                .max_sessions = 64,
+                                .pool_size = 2,
+                                .idle_timeout_ms = 5 * 60 * 1000 };
+        struct airlock_error err = { { 0 } };
+        struct jail_features features;
+        struct session_manager *mgr = NULL;
+        struct api_server *srv = NULL;
+        struct api_listen l;
+        enum jail_isolation mode;
+        const char *why = NULL, *env_token;
+        sigset_t mask;
+        bool created = false;
+        int r, sig = 0, status = EXIT_USAGE;
+
+        if (parse_args(argc, argv, &a) < 0)
+                return EXIT_USAGE;
+        if (cli_isolation(a.isolation, &mode) < 0)
+                return EXIT_USAGE;
+        if (api_listen_parse(a.listen, &l, &why) < 0) {
+                fprintf(stderr, "airlock serve: --listen '%s': %s\n", a.listen, why);
+                return EXIT_USAGE;
+        }
+        /* DESIGN.md section 3: without isolation the daemon would run anyone's code as
+         * itself; only this machine may talk to it. */
+        if (mode == JAIL_NONE && !api_listen_is_loopback(&l)) {
+                fprintf(stderr,
+                        "airlock serve: isolation 'none' runs code without a sandbox; it listens "
+                        "on loopback (127.0.0.1, [::1], localhost) or a unix socket only, not "
+                        "'%s'\n",
+                        a.listen);
+                return EXIT_USAGE;
+        }
+
+        if (a.state_dir) {
+                state_dir = strdup(a.state_dir);
+                if (!state_dir)
+                        return EXIT_USAGE;
+        } else if (api_state_dir_default(&state_dir) < 0) {
+                fprintf(stderr, "airlock serve: no state directory: set --state-dir, "
+                                "XDG_STATE_HOME or HOME\n");
+                return EXIT_USAGE;
+        }
+        if (api_state_dir_make(state_dir, &err) < 0) {
+                fprintf(stderr, "airlock serve: state directory: %s\n", err.msg);
+                return EXIT_USAGE;
+        }
+
+        env_token = getenv("AIRLOCK_TOKEN");
+        if (env_token && *env_token) {
+                token = strdup(env_token);
+                if (!token)
+                        return EXIT_USAGE;
+                if (strlen(token) < 16)
+                        log_warn("AIRLOCK_TOKEN is shorter than 16 characters: easy to guess");
+        } else {
+                r = api_token_load_or_create(state_dir, &token, &created, &err);
+                if (r < 0) {
+                        fprintf(stderr, "airlock serve: %s\n", err.msg);
+                        return EXIT_USAGE;
+                }
+                if (created)
+                        fprintf(stderr, "airlock: new API token written to %s/token: %s\n",
+                                state_dir, token);
+        }
+
+        jail_probe(&features);
+        print_probe(&features, mode);
+        r = jail_check_mode(&features, mode, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: %s\n", err.msg);
+                goto out;
+        }
+        if (mode != JAIL_NAMESPACES)
+                log_warn("isolation '%s' is not a security boundary; use it for development only",
+                         jail_isolation_to_string(mode));
+        raise_nofile();
+
+        /* Blocked before any thread exists, so that every thread (MHD's, the manager's)
+         * inherits the mask and sigwait() below is the only place these signals arrive. The
+         * sandboxes reset their mask (jail/spawn.c). SIGPIPE: a client or runner that went
+         * away is an EPIPE, not the daemon's death. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        (void) pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        (void) signal(SIGPIPE, SIG_IGN);
+
+        r = session_manager_new(
+                &(struct session_manager_config){ .features = &features,
+                                                  .mode = mode,
+                                                  .max_sessions = a.max_sessions,
+                                                  .pool_size = a.pool_size,
+                                                  .default_idle_timeout_ms = a.idle_timeout_ms,
+                                                  .max_idle_timeout_ms = 24ULL * 3600 * 1000,
+                                                  .interrupt_grace_ms = 2000,
+                                                  .state_dir = state_dir },
+                &mgr, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: cannot start sessions: %s\n", err.msg);
+                goto out;
+        }
+
+        a.allow_hosts[a.n_allow_hosts] = NULL;
+        r = api_server_new(&(struct api_config){ .listen = a.listen,
+                                                 .token = token,
+                                                 .allow_hosts = a.allow_hosts,
+                                                 .mgr = mgr,
+                                                 .mode = mode },
+                           &srv, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: %s\n", err.msg);
+                goto out;
+        }
+        fprintf(stderr, "airlock: listening on %s\n", api_server_url(srv));
+        fflush(stderr);
+
+        for (;;) {
+                if (sigwait(&mask, &sig) != 0)
+                        continue;
+                if (sig == SIGHUP) {
+                        log_info("SIGHUP ignored (nothing to reload)");
+                        continue;
+                }
+                break;
+        }
+        fprintf(stderr, "airlock: %s received, shutting down\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM");
+
+        api_server_quiesce(srv);
+        destroy_sessions(mgr);
+        /* Cells stop within the interrupt grace period once their sessions are gone; let their
+         * replies reach the clients before the connections are closed. */
+        if (api_server_drain(srv, 5000) < 0)
+                log_warn("requests still running after 5 s; closing their connections");
+        srv = api_server_free(srv);
+        status = 0;
+out:
+        api_server_free(srv);
+        session_manager_free(mgr);
+        jail_features_done(&features);
+        if (token)
+                explicit_bzero(token, strlen(token));
+        if (status == 0)
+                fprintf(stderr, "airlock: stopped\n");
+        return status;
+}
