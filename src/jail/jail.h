@@ -92,6 +92,7 @@ struct jail {
         bool exited;
         int wait_status; /* as from waitpid(), valid when exited */
         bool adopted;    /* not our child (see jail_adopt) */
+        bool has_pidns;  /* pid is the init of the sandbox's own pid namespace */
 };
 
 /* Spawns the runner in a new sandbox. features comes from jail_probe(). On success the runner

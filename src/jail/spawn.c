@@ -366,6 +366,7 @@ int jail_spawn(const struct jail_features *f, const struct jail_config *cfg, str
         }
         j->pid = pid;
         j->pidfd = pidfd;
+        j->has_pidns = cfg->mode == JAIL_NAMESPACES;
         j->host_uid = host_uid_base(pid) + 1;
         if (cfg->mode == JAIL_NONE)
                 j->host_uid = geteuid();
@@ -434,8 +435,9 @@ int jail_kill(struct jail *j)
                 else
                         (void) kill(j->pid, SIGKILL);
         }
-        /* process mode has no pid namespace: the cgroup catches double-forked strays. */
-        if (j->cgroup)
+        /* With a pid namespace that was everything: its init takes the rest with it. Process
+         * mode has none, and the cgroup catches double-forked strays. */
+        if (j->cgroup && !j->has_pidns)
                 return cgroup_kill_all(j->cgroup);
         return 0;
 }
@@ -455,6 +457,7 @@ int jail_adopt(pid_t pid, int pidfd, int ctl_fd, int stdout_fd, int stderr_fd, u
         j->host_uid = host_uid;
         j->cgroup = cgroup;
         j->adopted = true;
+        j->has_pidns = true;
         *ret_jail = j;
         return 0;
 }

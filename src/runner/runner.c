@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -437,10 +438,23 @@ static int session_ready(void)
         return r;
 }
 
+static void on_sigchld(int sig)
+{
+        (void) sig; /* only to interrupt the zygote's poll(), so it reaps at once */
+}
+
 int main(int argc, char **argv)
 {
         bool zygote = argc > 1 && strcmp(argv[1], "--zygote") == 0;
         int r;
+
+        if (zygote) {
+                /* No SA_RESTART: a finished session wakes the zygote, which reaps it, so the
+                 * daemon can remove the session's cgroup without waiting. */
+                struct sigaction sa = { .sa_handler = on_sigchld };
+                (void) sigemptyset(&sa.sa_mask);
+                (void) sigaction(SIGCHLD, &sa, NULL);
+        }
 
         r = python_start();
         if (r < 0) {

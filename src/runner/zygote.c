@@ -104,8 +104,10 @@ static void session_child(json_t *req, int ctl, int out, int err, int sync_rd, i
         pid_t pid;
         int r;
 
-        /* Nothing of the zygote's may reach the session: not its control socket. */
+        /* Nothing of the zygote's may reach the session: not its control socket, not its
+         * SIGCHLD handler. */
         (void) close(CTL_FD);
+        (void) signal(SIGCHLD, SIG_DFL);
 
         if (unshare(CLONE_NEWUSER) < 0)
                 die("unshare user", -errno);
@@ -205,7 +207,8 @@ int zygote_fork(json_t *req)
         struct pollfd pfd;
         char byte;
         pid_t pid;
-        int r = 0, one = 1;
+        ssize_t got;
+        int r = 0, one = 1, n;
 
         if (slot >= JAIL_ZYGOTE_SLOTS_MAX)
                 return -EINVAL;
@@ -234,8 +237,15 @@ int zygote_fork(json_t *req)
         }
 
         /* Map the child's new user namespace once it has made it. */
+        /* A finished session's SIGCHLD may interrupt these waits: retry on EINTR. */
         pfd = (struct pollfd){ .fd = up[0], .events = POLLIN };
-        if (poll(&pfd, 1, 5000) != 1 || read(up[0], &byte, 1) != 1) {
+        do
+                n = poll(&pfd, 1, 5000);
+        while (n < 0 && errno == EINTR);
+        do
+                got = n == 1 ? read(up[0], &byte, 1) : -1;
+        while (got < 0 && errno == EINTR);
+        if (got != 1) {
                 r = -ETIMEDOUT;
                 (void) kill(pid, SIGKILL);
                 goto out;

@@ -81,6 +81,11 @@ struct session_manager {
         pthread_t worker;
         bool worker_started;
         struct store *store; /* NULL without a state directory */
+        /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and
+         * remove their cgroups: requests never wait for that. */
+        pthread_mutex_t grave_lock;
+        struct sandbox **grave;
+        unsigned n_grave, cap_grave;
 };
 
 /* Records of ended sessions are kept this long, so late calls still learn what happened. */
@@ -207,9 +212,49 @@ static void remember_ended(struct session_manager *mgr, const char *id, bool los
         e->lost = lost;
 }
 
+/* Hands a killed sandbox to the worker; frees it here only if the list cannot grow. */
+static void bury(struct session_manager *mgr, struct sandbox *sb)
+{
+        struct sandbox **v;
+
+        if (!sb)
+                return;
+        sandbox_kill(sb);
+        pthread_mutex_lock(&mgr->grave_lock);
+        if (mgr->n_grave == mgr->cap_grave) {
+                unsigned cap = mgr->cap_grave ? mgr->cap_grave * 2 : 16;
+                v = realloc(mgr->grave, cap * sizeof(*v));
+                if (!v) {
+                        pthread_mutex_unlock(&mgr->grave_lock);
+                        sandbox_free(sb);
+                        return;
+                }
+                mgr->grave = v;
+                mgr->cap_grave = cap;
+        }
+        mgr->grave[mgr->n_grave++] = sb;
+        pthread_mutex_unlock(&mgr->grave_lock);
+        pthread_cond_signal(&mgr->wake);
+}
+
+/* Reaps every buried sandbox. Called without the manager's lock. */
+static void reap_graves(struct session_manager *mgr)
+{
+        for (;;) {
+                struct sandbox *sb = NULL;
+                pthread_mutex_lock(&mgr->grave_lock);
+                if (mgr->n_grave > 0)
+                        sb = mgr->grave[--mgr->n_grave];
+                pthread_mutex_unlock(&mgr->grave_lock);
+                if (!sb)
+                        return;
+                sandbox_free(sb);
+        }
+}
+
 static void session_free(struct session *s)
 {
-        s->sb = sandbox_free(s->sb);
+        bury(s->mgr, TAKE_PTR(s->sb));
         pthread_mutex_destroy(&s->lock);
         free(s);
 }
@@ -263,7 +308,13 @@ static void *worker_main(void *arg)
         while (!mgr->stopping) {
                 struct profile_slot *todo = NULL;
                 struct timespec until;
-                uint64_t now = now_ns();
+                bool more_graves;
+                uint64_t now;
+
+                pthread_mutex_unlock(&mgr->lock);
+                reap_graves(mgr);
+                pthread_mutex_lock(&mgr->lock);
+                now = now_ns();
 
                 for (unsigned i = 0; i < mgr->n_sessions;) {
                         struct session *s = mgr->sessions[i];
@@ -318,6 +369,11 @@ static void *worker_main(void *arg)
                         }
                         continue;
                 }
+                pthread_mutex_lock(&mgr->grave_lock);
+                more_graves = mgr->n_grave > 0;
+                pthread_mutex_unlock(&mgr->grave_lock);
+                if (more_graves)
+                        continue; /* buried while we worked: reap before sleeping */
                 (void) clock_gettime(CLOCK_REALTIME, &until);
                 until.tv_sec += 1;
                 (void) pthread_cond_timedwait(&mgr->wake, &mgr->lock, &until);
@@ -347,6 +403,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         if (!mgr->cfg.interrupt_grace_ms)
                 mgr->cfg.interrupt_grace_ms = DEFAULT_GRACE_MS;
         pthread_mutex_init(&mgr->lock, NULL);
+        pthread_mutex_init(&mgr->grave_lock, NULL);
         pthread_cond_init(&mgr->wake, NULL);
         mgr->runner_path = sandbox_find_runner();
         if (!mgr->runner_path) {
@@ -415,6 +472,7 @@ void session_manager_free(struct session_manager *mgr)
         while (mgr->n_sessions > 0)
                 end_locked(mgr, mgr->sessions[0], true, "the daemon shut down");
         pthread_mutex_unlock(&mgr->lock);
+        reap_graves(mgr);
         for (unsigned i = 0; i < mgr->n_profiles; i++) {
                 struct profile_slot *slot = mgr->profiles[i];
                 for (unsigned j = 0; j < slot->pool_len; j++)
@@ -432,6 +490,8 @@ void session_manager_free(struct session_manager *mgr)
         store_close(mgr->store);
         free(mgr->profiles);
         free(mgr->sessions);
+        free(mgr->grave);
+        pthread_mutex_destroy(&mgr->grave_lock);
         pthread_cond_destroy(&mgr->wake);
         pthread_mutex_destroy(&mgr->lock);
         free(mgr);

@@ -274,15 +274,17 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
         if (r < 0 || !op || strcmp(op, "forked") != 0 || n_fds != 3) {
                 const char *msg =
                         frame ? json_string_value(json_object_get(frame, "message")) : NULL;
+                /* Format before the frame (and msg with it) is freed. */
+                r = airlock_error_set(err, r < 0 ? r : -EIO,
+                                      "the zygote for profile '%s' could not fork: %s", p->name,
+                                      msg     ? msg
+                                      : r < 0 ? strerror(-r)
+                                              : "bad answer");
                 for (size_t i = 0; i < n_fds; i++)
                         (void) close(fds[i]);
                 json_decref(frame);
                 zygote_release_slot(z, slot);
-                return airlock_error_set(err, r < 0 ? r : -EIO,
-                                         "the zygote for profile '%s' could not fork: %s", p->name,
-                                         msg     ? msg
-                                         : r < 0 ? strerror(-r)
-                                                 : "bad answer");
+                return r;
         }
         json_decref(frame);
         ctl = fds[0], out = fds[1], errfd = fds[2];
