@@ -939,3 +939,19 @@ def _files_changed(before, after):
             changes.append((path, 0, "deleted"))
     changes.sort()
     return [{"path": _safe_path(p), "size": size, "change": c} for p, size, c in changes]
+
+
+def files_snapshot():
+    """The "before" half of the files manifest for a cell that does not run through
+    run_cell() (a bash cell): pass the value to files_changed() afterwards."""
+    root = _cwd()
+    return (root, _snapshot(root))
+
+
+def files_changed(snapshot):
+    """What changed under the snapshot's root since files_snapshot(), in run_cell()'s "files"
+    format."""
+    root, before = snapshot
+    if before is None:
+        return []
+    return _files_changed(before, _snapshot(root))

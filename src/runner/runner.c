@@ -337,7 +337,19 @@ static json_t *handle_exec(json_t *req)
         if (!code)
                 return json_pack("{s:s, s:s}", "op", "fatal", "message", "exec without code");
         if (language && strcmp(language, "bash") == 0) {
+                /* The files manifest is the cell module's, also for bash cells. */
+                _cleanup_pydecref_ PyObject *snap = NULL, *changed = NULL;
+                snap = PyObject_CallMethod(cell_module, "files_snapshot", NULL);
+                if (!snap)
+                        PyErr_Clear();
                 out = shell_run(code);
+                if (snap)
+                        changed = PyObject_CallMethod(cell_module, "files_changed", "(O)", snap);
+                if (!changed)
+                        PyErr_Clear();
+                if (out)
+                        json_object_set_new(out, "files",
+                                            changed ? py_to_json(changed, 0) : json_array());
         } else {
                 res = PyObject_CallMethod(cell_module, "run_cell", "s", code);
                 if (!res) {

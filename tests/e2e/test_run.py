@@ -239,3 +239,12 @@ def test_nul_bytes_in_source_are_refused(run):
     r = run(None, as_json=False, input_bytes=b"print(1)\x00")
     assert r.returncode == 2
     assert "NUL" in r.stderr
+
+
+def test_files_created_by_bash_are_listed(run):
+    r = run("echo hi > out.txt; mkdir -p d; printf abc > d/y", "-l", "bash")
+    assert r["status"] == "ok", r.obj
+    assert r["files"] == [
+        {"path": "d/y", "size": 3, "change": "created"},
+        {"path": "out.txt", "size": 3, "change": "created"},
+    ]
