@@ -7,6 +7,8 @@
  * cell starts a new one. Output goes straight to the sandbox's stdout and stderr pipes. */
 #include "runner.h"
 
+#include "base/util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -53,21 +55,6 @@ static void shell_reset(void)
         shell.pid = 0;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = write(fd, p, len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += n;
-                len -= (size_t) n;
-        }
-        return 0;
-}
-
 static int shell_start(void)
 {
         static const char prologue[] = "trap 'return 130' INT\n";
@@ -107,7 +94,7 @@ static int shell_start(void)
         shell.pid = pid;
         shell.cmd_fd = cmd[1];
         shell.status_fd = status[0];
-        if (write_all(shell.cmd_fd, prologue, sizeof(prologue) - 1) < 0) {
+        if (write_full(shell.cmd_fd, prologue, sizeof(prologue) - 1) < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
                 shell_reset();
@@ -126,7 +113,7 @@ static int write_cell_file(const char *code)
         fd = open(SHELL_CELL, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
-        r = write_all(fd, code, strlen(code));
+        r = write_full(fd, code, strlen(code));
         (void) close(fd);
         return r;
 }
@@ -186,7 +173,7 @@ json_t *shell_run(const char *code)
         for (int attempt = 0; attempt < 2; attempt++) {
                 if (shell.pid == 0 && shell_start() < 0)
                         break;
-                if (write_all(shell.cmd_fd, command, sizeof(command) - 1) == 0)
+                if (write_full(shell.cmd_fd, command, sizeof(command) - 1) == 0)
                         break;
                 /* The shell died since the last cell: reap it and start another. */
                 (void) kill(shell.pid, SIGKILL);
