@@ -8,7 +8,7 @@ outer_cap_pids=${AIRLOCK_TEST_PIDS:-8192}
 outer_cap_dirs=()
 
 outer_cap_enter() {
-        local name="airlock-test-$$" fs
+        local name="testcap-$$" fs
         fs=$(stat -fc %T /sys/fs/cgroup 2>/dev/null || true)
         if [ "$fs" = cgroup2fs ]; then
                 local root=/sys/fs/cgroup
@@ -56,7 +56,7 @@ outer_cap_leave() {
                 if [ -f "$d/cgroup.procs" ] && grep -qx $$ "$d/cgroup.procs" 2>/dev/null; then
                         parent=$(dirname "$d")
                         [ "$(basename "$d")" = suite ] && parent=$(dirname "$parent")
-                        [ "$(basename "$parent")" = "airlock-test-$$" ] && parent=$(dirname "$parent")
+                        [ "$(basename "$parent")" = "testcap-$$" ] && parent=$(dirname "$parent")
                         echo $$ > "$parent/cgroup.procs" 2>/dev/null || true
                 fi
         done

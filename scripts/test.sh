@@ -37,6 +37,7 @@ run() {
 run meson test -C $build --suite unit --print-errorlogs --verbose --num-processes 2
 run $py -m pytest -q -p no:cacheprovider tests/unit
 run $py -m pytest -q -p no:cacheprovider tests/e2e
+run tests/mcp/run.sh
 run $py -m pytest -q -p no:cacheprovider tests/hostile
 
 echo

@@ -19,6 +19,9 @@
 struct api_server {
         struct MHD_Daemon *mhd;
         struct session_manager *mgr;
+        const struct chat_gateway_config *chat; /* borrowed; NULL = the gateway is off */
+        struct tools_backend *tools_backend;    /* the MCP sessions' sandboxes, on mgr */
+        struct mcp_http *mcp;                   /* /mcp: the MCP sessions */
         enum jail_isolation mode;
         char *token;
         struct host_allow allow;
@@ -101,3 +104,6 @@ int api_handle_session_interrupt(struct api_request *req); /* routes-sessions.c 
 int api_handle_file_get(struct api_request *req);          /* routes-files.c */
 int api_handle_file_put(struct api_request *req);          /* routes-files.c */
 int api_handle_file_delete(struct api_request *req);       /* routes-files.c */
+int api_handle_chat_completions(struct api_request *req);  /* routes-chat.c */
+int api_handle_tools(struct api_request *req);             /* routes-tools.c */
+int api_handle_mcp(struct api_request *req);               /* routes-mcp.c */

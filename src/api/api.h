@@ -7,6 +7,7 @@
 #include "jail/jail.h"
 
 struct api_server;
+struct chat_gateway_config;
 struct session_manager;
 
 struct api_config {
@@ -15,6 +16,9 @@ struct api_config {
         const char *const *allow_hosts; /* NULL-terminated extra Host values, or NULL */
         struct session_manager *mgr;    /* borrowed; must outlive the server */
         enum jail_isolation mode;       /* reported by /healthz */
+        /* POST /v1/chat/completions (docs/CHAT.md); borrowed, must outlive the server;
+         * NULL = the gateway is off (503). */
+        const struct chat_gateway_config *chat;
 };
 
 /* Binds the listen address (a unix socket is made 0600 after a stale one is removed; its

@@ -8,7 +8,9 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "listen.h"
+#include "mcp/http.h"
 #include "session/session.h"
+#include "tools/tools.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,6 +47,11 @@ static const struct api_route routes[] = {
         { "PUT", "/v1/sessions/{id}/files/{path*}", api_handle_file_put, true, API_FILE_BODY_MAX },
         { "DELETE", "/v1/sessions/{id}/files/{path*}", api_handle_file_delete, true,
           API_JSON_BODY_MAX },
+        { "POST", "/v1/chat/completions", api_handle_chat_completions, true, API_JSON_BODY_MAX },
+        { "GET", "/v1/tools", api_handle_tools, true, API_JSON_BODY_MAX },
+        { "POST", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
+        { "DELETE", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
+        { "GET", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
 };
 
 static struct api_request *request_free(struct api_request *req)
@@ -496,6 +503,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
                 return -ENOMEM;
         srv->listen_fd = -EBADF;
         srv->mgr = cfg->mgr;
+        srv->chat = cfg->chat;
         srv->mode = cfg->mode;
         atomic_init(&srv->next_req, 1);
         atomic_init(&srv->in_flight, 0);
@@ -505,6 +513,11 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
                 r = -ENOMEM;
                 goto fail;
         }
+        r = tools_backend_local_new(cfg->mgr, &srv->tools_backend);
+        if (r >= 0)
+                r = mcp_http_new(srv->tools_backend, &srv->mcp);
+        if (r < 0)
+                goto fail;
 
         if (l.is_unix) {
                 r = bind_unix(srv, l.path, err);
@@ -590,6 +603,9 @@ struct api_server *api_server_free(struct api_server *srv)
                 (void) unlink(srv->unix_path);
                 free(srv->unix_path);
         }
+        /* After MHD stopped: no handler uses them any more. Ends the MCP sessions' sandboxes. */
+        mcp_http_free(srv->mcp);
+        tools_backend_free(srv->tools_backend);
         host_allow_done(&srv->allow);
         if (srv->token) {
                 explicit_bzero(srv->token, strlen(srv->token));

@@ -18,6 +18,8 @@ int cmd_doctor(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
 
 /* Resolves the isolation mode from --isolation, else $AIRLOCK_ISOLATION, else namespaces.
  * Prints an error and returns -EINVAL for an unknown name. */

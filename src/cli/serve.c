@@ -10,6 +10,8 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "chat/chat.h"
+#include "chat/gateway.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -41,6 +43,15 @@ static const char serve_help[] =
         "      --idle-timeout S    end sessions idle this long (default 5m)\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
         "\n"
+        "The chat-completions gateway (POST /v1/chat/completions, docs/CHAT.md):\n"
+        "      --llm-base-url URL  the upstream endpoint; also AIRLOCK_LLM_BASE_URL (off\n"
+        "                          without one)\n"
+        "      --llm-model NAME    model for requests that name none; also AIRLOCK_LLM_MODEL\n"
+        "      --llm-api-key KEY   the upstream's key; prefer AIRLOCK_LLM_API_KEY\n"
+        "      --llm-timeout S     longest wait for one upstream answer (default 120)\n"
+        "      --chat-max-rounds N tool rounds per answer at most (default 10)\n"
+        "      --chat-require-approval  never run code: return the proposed code instead\n"
+        "\n"
         "The API token is $AIRLOCK_TOKEN, else DIR/token (created on the first start and\n"
         "printed once). SIGTERM or SIGINT stop the daemon cleanly.\n";
 
@@ -53,6 +64,10 @@ struct serve_args {
         unsigned max_sessions;
         unsigned pool_size;
         uint64_t idle_timeout_ms;
+        const char *llm_base_url, *llm_model, *llm_api_key;
+        uint64_t llm_timeout_ms;
+        unsigned chat_max_rounds;
+        bool chat_require_approval;
 };
 
 static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret)
@@ -80,7 +95,13 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_MAX_SESSIONS,
                 OPT_POOL_SIZE,
                 OPT_IDLE_TIMEOUT,
-                OPT_ALLOW_HOST
+                OPT_ALLOW_HOST,
+                OPT_LLM_BASE_URL,
+                OPT_LLM_MODEL,
+                OPT_LLM_API_KEY,
+                OPT_LLM_TIMEOUT,
+                OPT_CHAT_MAX_ROUNDS,
+                OPT_CHAT_REQUIRE_APPROVAL
         };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -90,6 +111,12 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
                 { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
+                { "llm-base-url", required_argument, NULL, OPT_LLM_BASE_URL },
+                { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
+                { "llm-api-key", required_argument, NULL, OPT_LLM_API_KEY },
+                { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
+                { "chat-max-rounds", required_argument, NULL, OPT_CHAT_MAX_ROUNDS },
+                { "chat-require-approval", no_argument, NULL, OPT_CHAT_REQUIRE_APPROVAL },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -134,6 +161,33 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                         }
                         a->allow_hosts[a->n_allow_hosts++] = optarg;
                         break;
+                case OPT_LLM_BASE_URL:
+                        a->llm_base_url = optarg;
+                        break;
+                case OPT_LLM_MODEL:
+                        a->llm_model = optarg;
+                        break;
+                case OPT_LLM_API_KEY:
+                        a->llm_api_key = optarg;
+                        break;
+                case OPT_LLM_TIMEOUT:
+                        if (parse_duration_ms(optarg, &a->llm_timeout_ms) < 0 ||
+                            a->llm_timeout_ms == 0 || a->llm_timeout_ms > 3600ULL * 1000) {
+                                fprintf(stderr,
+                                        "airlock serve: --llm-timeout '%s' is not a duration "
+                                        "between 1ms and 1h (e.g. 120, 2m)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_CHAT_MAX_ROUNDS:
+                        if (parse_uint("--chat-max-rounds", optarg, 1, CHAT_MAX_ROUNDS_MAX,
+                                       &a->chat_max_rounds) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_CHAT_REQUIRE_APPROVAL:
+                        a->chat_require_approval = true;
+                        break;
                 case 'h':
                         fputs(serve_help, stdout);
                         exit(0);
@@ -175,20 +229,6 @@ static void raise_nofile(void)
         }
 }
 
-/* Ends every live session so that handlers blocked in an execution return promptly. */
-static void destroy_sessions(struct session_manager *mgr)
-{
-        json_t *list = session_list(mgr), *s;
-        size_t i;
-
-        json_array_foreach (list, i, s) {
-                const char *id = json_string_value(json_object_get(s, "id"));
-                if (id)
-                        (void) session_destroy(mgr, id);
-        }
-        json_decref(list);
-}
-
 int cmd_serve(int argc, char **argv)
 {
         _cleanup_free_ char *state_dir = NULL, *token = NULL;
@@ -197,6 +237,8 @@ int cmd_serve(int argc, char **argv)
                                 .pool_size = 2,
                                 .idle_timeout_ms = 5 * 60 * 1000 };
         struct airlock_error err = { { 0 } };
+        struct chat_config chat = {};
+        struct chat_gateway_config gateway = {};
         struct jail_features features;
         struct session_manager *mgr = NULL;
         struct api_server *srv = NULL;
@@ -209,6 +251,16 @@ int cmd_serve(int argc, char **argv)
 
         if (parse_args(argc, argv, &a) < 0)
                 return EXIT_USAGE;
+        if (chat_config_resolve(a.llm_base_url, a.llm_model, a.llm_api_key, &chat) < 0)
+                return EXIT_USAGE;
+        gateway = (struct chat_gateway_config){
+                .base_url = chat.base_url,
+                .model = chat.model,
+                .api_key = chat.api_key,
+                .timeout_ms = a.llm_timeout_ms ? a.llm_timeout_ms : chat.timeout_ms,
+                .max_rounds = a.chat_max_rounds ? a.chat_max_rounds : chat.max_rounds,
+                .require_approval = a.chat_require_approval,
+        };
         if (cli_isolation(a.isolation, &mode) < 0)
                 return EXIT_USAGE;
         if (api_listen_parse(a.listen, &l, &why) < 0) {
@@ -301,6 +353,7 @@ int cmd_serve(int argc, char **argv)
                                                  .token = token,
                                                  .allow_hosts = a.allow_hosts,
                                                  .mgr = mgr,
+                                                 .chat = &gateway,
                                                  .mode = mode },
                            &srv, &err);
         if (r < 0) {
@@ -308,6 +361,13 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
         fprintf(stderr, "airlock: listening on %s\n", api_server_url(srv));
+        if (gateway.base_url)
+                fprintf(stderr,
+                        "airlock: chat gateway at /v1/chat/completions -> %s (model %s, %u "
+                        "rounds%s)\n",
+                        gateway.base_url, gateway.model ? gateway.model : "from the request",
+                        gateway.max_rounds,
+                        gateway.require_approval ? ", code needs approval" : "");
         fflush(stderr);
 
         for (;;) {
@@ -323,7 +383,7 @@ int cmd_serve(int argc, char **argv)
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
 
         api_server_quiesce(srv);
-        destroy_sessions(mgr);
+        session_manager_shutdown(mgr);
         /* Cells stop within the interrupt grace period once their sessions are gone; let their
          * replies reach the clients before the connections are closed. */
         if (api_server_drain(srv, 5000) < 0)
@@ -334,6 +394,7 @@ out:
         api_server_free(srv);
         session_manager_free(mgr);
         jail_features_done(&features);
+        chat_config_done(&chat);
         if (token)
                 explicit_bzero(token, strlen(token));
         if (status == 0)

@@ -403,11 +403,12 @@ static int next_request(bool zygote, json_t **ret_req)
         while (zygote) {
                 struct pollfd pfd = { .fd = CTL_FD, .events = POLLIN };
                 int n = poll(&pfd, 1, 1000);
+                int saved = errno; /* zygote_reap() ends with ECHILD */
                 zygote_reap();
                 if (n > 0)
                         break;
-                if (n < 0 && errno != EINTR)
-                        return -errno;
+                if (n < 0 && saved != EINTR)
+                        return -saved;
         }
         return wire_recv(CTL_FD, REQUEST_MAX, ret_req);
 }

@@ -457,6 +457,16 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         return 0;
 }
 
+void session_manager_shutdown(struct session_manager *mgr)
+{
+        pthread_mutex_lock(&mgr->lock);
+        mgr->stopping = true;
+        while (mgr->n_sessions > 0)
+                end_locked(mgr, mgr->sessions[0], true, "the daemon shut down");
+        pthread_cond_broadcast(&mgr->wake);
+        pthread_mutex_unlock(&mgr->lock);
+}
+
 void session_manager_free(struct session_manager *mgr)
 {
         if (!mgr)

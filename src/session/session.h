@@ -38,6 +38,11 @@ struct session_manager_config {
 int session_manager_new(const struct session_manager_config *cfg, struct session_manager **ret_mgr,
                         struct airlock_error *err);
 
+/* Ends every live session as lost ("the daemon shut down"), so that executions blocked in
+ * them return at once, and refuses new ones. The manager stays valid until
+ * session_manager_free(). */
+void session_manager_shutdown(struct session_manager *mgr);
+
 /* Kills every session and pool member, removes their cgroups and frees the manager.
  * Accepts NULL. */
 void session_manager_free(struct session_manager *mgr);
@@ -79,7 +84,7 @@ void session_unref(struct session *s);
 const char *session_id(const struct session *s);
 
 /* {id, profile, state: "idle"|"busy", created_at, last_used_at (RFC 3339), idle_timeout_s,
- *  execution_count, usage: {cpu_ms, peak_memory_bytes, memory_bytes}}. New reference. */
+ *  execution_count, usage: {cpu_ms, peak_memory_bytes, memory_limit_bytes}}. New reference. */
 json_t *session_describe(struct session *s);
 
 /* Runs one cell (req->language "python" or "bash"). On success *ret_result is a new execution
@@ -95,11 +100,12 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
  * Returns 0 (also when nothing runs: then it does nothing), or -ENOENT. */
 int session_interrupt(struct session *s);
 
-/* Files in the session's /work. Paths are relative to /work, use '/' separators, and may not
- * contain "..", empty components, NUL bytes or a leading '/'; every component is resolved
- * beneath /work without following symlinks (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), so nothing
- * outside /work is ever touched. -EINVAL for a bad path, -ENOENT, -EISDIR, -ENOTDIR, -EFBIG over
- * max_bytes or the workspace size, -ELOOP when a component is a symlink. */
+/* Files in the session's /work. Read data is NUL-terminated past *ret_len (it may contain NULs
+ * itself), so text callers may use it as a string. Paths are relative to /work, use '/' separators,
+ * and may not contain "..", empty components, NUL bytes or a leading '/'; every component is
+ * resolved beneath /work without following symlinks (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), so
+ * nothing outside /work is ever touched. -EINVAL for a bad path, -ENOENT, -EISDIR, -ENOTDIR, -EFBIG
+ * over max_bytes or the workspace size, -ELOOP when a component is a symlink. */
 int session_file_read(struct session *s, const char *path, size_t max_bytes, char **ret_data,
                       size_t *ret_len, struct airlock_error *err);
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,

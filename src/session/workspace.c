@@ -464,6 +464,8 @@ int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, ch
         if (work < 0)
                 return work;
         fd = openat2_strict(work, path, O_RDONLY | O_NONBLOCK, 0);
+        if (fd == -ENXIO) /* a unix socket */
+                return airlock_error_set(err, -EINVAL, "'%s' is not a regular file", path);
         if (fd < 0)
                 return airlock_error_set(err, fd, "cannot read '%s': %s", path, errno_word(fd));
         if (fstat(fd, &st) < 0)
@@ -489,6 +491,7 @@ int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, ch
                         break; /* shrank while we read: return what is there */
                 got += (size_t) n;
         }
+        buf[got] = '\0'; /* the data may be binary; the terminator is for text callers */
         *ret_len = got;
         *ret_data = TAKE_PTR(buf);
         return 0;
@@ -500,6 +503,7 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
         _cleanup_close_ int work = -EBADF, dir = -EBADF, fd = -EBADF;
         struct fsid fsid = { 0 };
         const char *name;
+        struct stat st;
         int r;
 
         if (!workspace_path_is_valid(path, false))
@@ -514,13 +518,24 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
         /* Directories and the file are made as the sandbox user (see fsid_enter). */
         fsid_enter(sb, &fsid);
         dir = open_parent(sb, work, path, true, &name, &fsid);
-        fd = dir < 0 ? dir : openat2_strict(dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        /* O_NONBLOCK: a FIFO planted by the code must not hold this thread (and the session)
+         * until someone reads it; whatever is not a regular file is refused below. */
+        fd = dir < 0 ? dir : openat2_strict(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
         fsid_leave(&fsid);
         if (dir < 0)
                 return airlock_error_set(err, dir, "cannot create the directories of '%s': %s",
                                          path, errno_word(dir));
         if (fd < 0)
-                return airlock_error_set(err, fd, "cannot write '%s': %s", path, errno_word(fd));
+                return airlock_error_set(err, fd == -ENXIO ? -EINVAL : fd, "cannot write '%s': %s",
+                                         path,
+                                         fd == -ENXIO ? "not a regular file" : errno_word(fd));
+        if (fstat(fd, &st) < 0)
+                return airlock_error_set(err, -errno, "cannot write '%s': %m", path);
+        if (!S_ISREG(st.st_mode))
+                return airlock_error_set(err, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
+                                         "cannot write '%s': not a regular file", path);
+        if (ftruncate(fd, 0) < 0 || fcntl(fd, F_SETFL, 0) < 0)
+                return airlock_error_set(err, -errno, "cannot write '%s': %m", path);
         r = write_full(fd, data, len);
         if (r < 0)
                 return airlock_error_set(err, r, "cannot write '%s': %s", path, errno_word(r));
