@@ -15,7 +15,7 @@
 struct llm_client;
 
 struct llm_config {
-        const char *base_url;      /* e.g. "https://api.openai.com/v1"; copied */
+        const char *base_url;      /* e.g. "http://127.0.0.1:8000/v1"; copied */
         const char *api_key;       /* NULL or "" = no Authorization header; copied */
         uint64_t timeout_ms;       /* the whole request, connect included; 0 = 120 s */
         const atomic_bool *cancel; /* when it turns true, a request in flight ends at once

@@ -46,7 +46,7 @@ static const char chat_help[] =
         "code in an airlock sandbox. With PROMPT it answers once and exits; without, it reads\n"
         "one message per line from standard input until end of file.\n"
         "\n"
-        "      --base-url URL      the endpoint, e.g. https://api.openai.com/v1 or\n"
+        "      --base-url URL      the endpoint, e.g. http://127.0.0.1:8000/v1 or\n"
         "                          http://127.0.0.1:11434/v1; also AIRLOCK_LLM_BASE_URL\n"
         "      --model NAME        the model; also AIRLOCK_LLM_MODEL\n"
         "      --api-key KEY       sent as a bearer token; prefer AIRLOCK_LLM_API_KEY (a flag\n"
@@ -655,7 +655,7 @@ int cmd_chat(int argc, char **argv)
                 goto out;
         if (!cfg.base_url) {
                 fprintf(stderr, "airlock chat: no endpoint: give --base-url or set "
-                                "AIRLOCK_LLM_BASE_URL (e.g. https://api.openai.com/v1)\n");
+                                "AIRLOCK_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1)\n");
                 goto out;
         }
         if (!cfg.model) {
