@@ -39,6 +39,7 @@ run $py -m pytest -q -p no:cacheprovider tests/unit
 run $py -m pytest -q -p no:cacheprovider tests/e2e
 run tests/mcp/run.sh
 run $py -m pytest -q -p no:cacheprovider tests/hostile
+run env AIRLOCK_HOSTILE_VIA=daemon $py -m pytest -q -p no:cacheprovider tests/hostile
 
 echo
 echo "==== clang-format"

@@ -65,7 +65,9 @@ int api_reply_json_header(struct api_request *req, unsigned status, json_t *body
         size_t len;
 
         if (body) {
-                text = json_dumps(body, JSON_COMPACT);
+                /* ASCII only: C1 controls (U+0080-U+009F) in output must not reach a terminal raw.
+                 */
+                text = json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII);
                 json_decref(body);
                 if (!text)
                         return -ENOMEM;

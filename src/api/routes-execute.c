@@ -181,7 +181,7 @@ static void stream_push_locked(struct exec_stream *st, json_t *event)
 
         if (!event)
                 return;
-        text = json_dumps(event, JSON_COMPACT);
+        text = json_dumps(event, JSON_COMPACT | JSON_ENSURE_ASCII); /* no raw C1 controls */
         json_decref(event);
         if (!text)
                 return;

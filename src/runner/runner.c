@@ -352,6 +352,16 @@ static json_t *handle_exec(json_t *req)
                                             changed ? py_to_json(changed, 0) : json_array());
         } else {
                 res = PyObject_CallMethod(cell_module, "run_cell", "s", code);
+                if (!res && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+                        /* An interrupt that landed after the user's code, while the cell module
+                         * built its answer: the cell was interrupted, the interpreter is fine. */
+                        PyErr_Clear();
+                        out = json_pack("{s:s, s:n, s:{s:s, s:s, s:s}, s:i, s:[], s:[]}", "status",
+                                        "error", "result", "error", "name", "KeyboardInterrupt",
+                                        "value", "", "traceback", "", "exit_code", 130, "outputs",
+                                        "files");
+                        goto done;
+                }
                 if (!res) {
                         python_error_string(msg, sizeof(msg));
                         return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
@@ -360,6 +370,7 @@ static json_t *handle_exec(json_t *req)
                 if (out)
                         bound_result(out);
         }
+done:
         if (!out)
                 return NULL;
         (void) getrusage(RUSAGE_SELF, &ru);

@@ -70,7 +70,10 @@ static _Noreturn void die(const char *step, int r)
         _exit(127);
 }
 
-/* G's life after P is started: reap everything, report P's status on the control socket. */
+#define STATUS_FD 4
+
+/* G's life after P is started: reap everything, report P's status on G's own channel (not the
+ * control socket, which only P holds: when user code closes it, the daemon sees it at once). */
 static _Noreturn void session_init_loop(pid_t p)
 {
         for (;;) {
@@ -79,7 +82,7 @@ static _Noreturn void session_init_loop(pid_t p)
                 if (w == p) {
                         json_t *o = json_pack("{s:s, s:i}", "op", "exit", "status", status);
                         if (o)
-                                (void) wire_send(CTL_FD, o);
+                                (void) wire_send(STATUS_FD, o);
                         _exit(0);
                 }
                 if (w < 0 && errno == ECHILD)
@@ -88,7 +91,8 @@ static _Noreturn void session_init_loop(pid_t p)
 }
 
 /* Runs in C, the zygote's child. Returns only in P, the session's Python. */
-static void session_child(json_t *req, int ctl, int out, int err, int sync_rd, int sync_wr)
+static void session_child(json_t *req, int ctl, int out, int err, int status, int sync_rd,
+                          int sync_wr)
 {
         struct jail_config cfg = {
                 .rootfs = "/",
@@ -158,7 +162,7 @@ static void session_child(json_t *req, int ctl, int out, int err, int sync_rd, i
                 die(step, r);
         if (setsid() < 0)
                 die("setsid", -errno);
-        r = jail_child_setup_fds(out, err, ctl, NULL, true, &step);
+        r = jail_child_setup_fds(out, err, ctl, &status, true, &step);
         if (r < 0)
                 die(step, r);
         r = caps_drop_to(JAIL_SANDBOX_UID, JAIL_SANDBOX_UID, &step);
@@ -179,9 +183,15 @@ static void session_child(json_t *req, int ctl, int out, int err, int sync_rd, i
         pid = fork();
         if (pid < 0)
                 die("fork", -errno);
-        if (pid > 0)
+        if (pid > 0) {
+                (void) close(CTL_FD);
                 session_init_loop(pid);
-        /* P: the session's Python; the caller goes on to serve cells. */
+        }
+        /* P: the session's Python; the caller goes on to serve cells. Its uid changed without
+         * an execve, which left it non-dumpable and its /proc files unreadable to itself; an
+         * executed program would be dumpable again, and so is P. */
+        (void) close(STATUS_FD);
+        (void) prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 }
 
 static int write_nested_maps(pid_t pid, unsigned slot)
@@ -203,7 +213,7 @@ int zygote_fork(json_t *req)
 {
         unsigned slot = (unsigned) json_u64(req, "slot", 0);
         int sv[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, up[2] = { -1, -1 },
-            down[2] = { -1, -1 };
+            down[2] = { -1, -1 }, st[2] = { -1, -1 };
         struct pollfd pfd;
         char byte;
         pid_t pid;
@@ -214,7 +224,7 @@ int zygote_fork(json_t *req)
                 return -EINVAL;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
             pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0 ||
-            pipe2(down, O_CLOEXEC) < 0) {
+            pipe2(down, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) {
                 r = -errno;
                 goto out;
         }
@@ -226,8 +236,8 @@ int zygote_fork(json_t *req)
         if (pid == 0) {
                 PyOS_AfterFork_Child();
                 (void) close(sv[0]), (void) close(out[0]), (void) close(err[0]);
-                (void) close(up[0]), (void) close(down[1]);
-                session_child(req, sv[1], out[1], err[1], down[0], up[1]);
+                (void) close(up[0]), (void) close(down[1]), (void) close(st[0]);
+                session_child(req, sv[1], out[1], err[1], st[1], down[0], up[1]);
                 return 1; /* P */
         }
         PyOS_AfterFork_Parent();
@@ -257,14 +267,14 @@ int zygote_fork(json_t *req)
                 goto out;
         }
         {
-                int fds[3] = { sv[0], out[0], err[0] };
+                int fds[4] = { sv[0], out[0], err[0], st[0] };
                 json_t *o = json_pack("{s:s, s:i}", "op", "forked", "slot", (int) slot);
-                r = o ? wire_send_ex(CTL_FD, o, fds, 3, false) : -ENOMEM;
+                r = o ? wire_send_ex(CTL_FD, o, fds, 4, false) : -ENOMEM;
                 json_decref(o);
         }
 out:
         for (int i = 0; i < 2; i++) {
-                int *fds[] = { &sv[i], &out[i], &err[i], &up[i], &down[i] };
+                int *fds[] = { &sv[i], &out[i], &err[i], &up[i], &down[i], &st[i] };
                 for (size_t k = 0; k < ELEMENTSOF(fds); k++)
                         if (*fds[k] >= 0)
                                 (void) close(*fds[k]);

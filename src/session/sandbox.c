@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +391,7 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         sb->profile = p;
         sb->mode = opts->mode;
         sb->runner_pidfd = -EBADF;
+        sb->status_fd = -EBADF;
         sb->runner_path = opts->runner_path ? strdup(opts->runner_path) : sandbox_find_runner();
         if (!sb->runner_path)
                 return airlock_error_set(err, -ENOENT,
@@ -549,6 +551,26 @@ static json_t *captured_string(struct capture *cap, int stream)
         return s ? s : json_string("");
 }
 
+/* Reads the exit report of a forked session's init ({"op":"exit","status":N}), which comes
+ * right after the Python ends; nothing within half a second means the Python still lives
+ * (user code closed the control socket). */
+static void read_exit_report(struct sandbox *sb)
+{
+        struct pollfd pfd = { .fd = sb->status_fd, .events = POLLIN };
+        json_t *frame = NULL;
+        const char *op;
+
+        if (poll(&pfd, 1, 500) != 1 || wire_recv(sb->status_fd, 4096, &frame) < 0)
+                return;
+        op = json_string_value(json_object_get(frame, "op"));
+        if (op && strcmp(op, "exit") == 0 && json_is_integer(json_object_get(frame, "status"))) {
+                sb->jail->wait_status = (int) json_integer_value(json_object_get(frame, "status"));
+                (void) jail_wait(sb->jail, false);
+                sb->jail->exited = true;
+        }
+        json_decref(frame);
+}
+
 /* The driver's own kill (timeout, flood, broken protocol), as opposed to an owner's
  * sandbox_kill(), which marks the sandbox as destroyed. */
 static void kill_internal(struct sandbox *sb)
@@ -648,6 +670,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 (void) cgroup_read_usage(sb->jail->cgroup, &u0);
         }
 
+        atomic_store(&sb->interrupted, false);
         t0 = now_ns();
         r = send_frame(sb, json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
                                      req->language ? req->language : "python", "code", req->code));
@@ -678,16 +701,6 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         }
         wall_ns = now_ns() - t0;
 
-        if (o == DRIVE_FRAME && sb->jail->adopted && json_is_string(json_object_get(frame, "op")) &&
-            strcmp(json_string_value(json_object_get(frame, "op")), "exit") == 0) {
-                /* A forked session's init reports how its Python ended. */
-                sb->jail->wait_status = (int) json_integer_value(json_object_get(frame, "status"));
-                (void) jail_wait(sb->jail, false);
-                sb->jail->exited = true;
-                json_decref(frame);
-                frame = NULL;
-                o = DRIVE_EXITED;
-        }
         if (o == DRIVE_FRAME) {
                 const char *op = json_string_value(json_object_get(frame, "op"));
                 drain_all(sb, &cap, req->sink);
@@ -732,6 +745,9 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 drain_all(sb, &cap, req->sink);
                 /* The control socket closed while the process lives (user code closed fd 3),
                  * or the protocol broke: the sandbox cannot be driven any more. */
+                /* A forked session's init says how the Python ended, on its own channel. */
+                if (o == DRIVE_EXITED && sb->status_fd >= 0)
+                        read_exit_report(sb);
                 /* EOF on the socket comes a moment before the exit is reapable. */
                 if (o == DRIVE_EXITED && sb->jail->pidfd >= 0) {
                         struct pollfd pfd = { .fd = sb->jail->pidfd, .events = POLLIN };
@@ -794,6 +810,10 @@ int sandbox_interrupt(struct sandbox *sb)
 
         if (!sb->alive || !sb->jail)
                 return -ESRCH;
+        /* One SIGINT per cell: a second one could land while the runner is still turning the
+         * first into a result, outside the user's code, and end the interpreter. */
+        if (atomic_exchange(&sb->interrupted, true))
+                return 0;
         pidfd = sb->runner_pidfd >= 0 ? sb->runner_pidfd : sb->jail->pidfd;
         if (pidfd >= 0) {
                 if (syscall(SYS_pidfd_send_signal, pidfd, SIGINT, NULL, 0) < 0)
@@ -861,12 +881,14 @@ int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret_usage)
 }
 
 int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, unsigned slot,
-                  int runner_pidfd, struct sandbox **ret_sb, struct airlock_error *err)
+                  int runner_pidfd, int status_fd, struct sandbox **ret_sb,
+                  struct airlock_error *err)
 {
         struct sandbox *sb = calloc(1, sizeof(*sb));
 
         if (!sb) {
                 (void) close(runner_pidfd);
+                (void) close(status_fd);
                 jail_free(jail);
                 zygote_release_slot(z, slot);
                 zygote_unref(z);
@@ -878,6 +900,7 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
         sb->zygote = z;
         sb->slot = slot;
         sb->runner_pidfd = runner_pidfd;
+        sb->status_fd = status_fd;
         sb->memory_bytes = p->limits.memory_bytes;
         sb->alive = true;
         sb->frame_max = p->limits.output_bytes + FRAME_OVERHEAD_MAX;
@@ -919,6 +942,8 @@ struct sandbox *sandbox_free(struct sandbox *sb)
         }
         if (sb->runner_pidfd >= 0)
                 (void) close(sb->runner_pidfd);
+        if (sb->status_fd >= 0)
+                (void) close(sb->status_fd);
         if (sb->workdir)
                 (void) workspace_remove_host_dir(sb->workdir);
         free(sb->workdir);

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,8 +23,10 @@ struct sandbox {
         struct zygote *zygote; /* forked sessions: the zygote (a reference) and our slot */
         unsigned slot;
         int runner_pidfd; /* the Python process, when it is not the first one; else -EBADF */
+        int status_fd;    /* forked sessions: where their init reports how the Python ended */
         bool alive;
-        bool killed; /* killed by the driver or its owner, not dead by itself */
+        atomic_bool interrupted; /* a SIGINT was sent during the current cell */
+        bool killed;             /* killed by the driver or its owner, not dead by itself */
         int exec_count;
         /* control-socket frame being assembled */
         char *rbuf;
@@ -53,7 +56,8 @@ void zygote_release_slot(struct zygote *z, unsigned slot);
 /* Wraps a session forked by a zygote (takes ownership of jail, the zygote reference and
  * runner_pidfd, also on failure). */
 int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, unsigned slot,
-                  int runner_pidfd, struct sandbox **ret_sb, struct airlock_error *err);
+                  int runner_pidfd, int status_fd, struct sandbox **ret_sb,
+                  struct airlock_error *err);
 
 /* The session environment a profile's runner gets (caller frees with strv_free). */
 int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_envp);

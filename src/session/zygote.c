@@ -226,7 +226,7 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
 {
         const struct profile *p = z->profile;
         _cleanup_close_ int ctl = -EBADF, out = -EBADF, errfd = -EBADF, gpidfd = -EBADF,
-                            ppidfd = -EBADF;
+                            ppidfd = -EBADF, status = -EBADF;
         struct cgroup *cg = NULL;
         struct jail *j = NULL;
         json_t *frame = NULL;
@@ -271,7 +271,7 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
         pthread_mutex_unlock(&z->lock);
 
         op = frame ? json_string_value(json_object_get(frame, "op")) : NULL;
-        if (r < 0 || !op || strcmp(op, "forked") != 0 || n_fds != 3) {
+        if (r < 0 || !op || strcmp(op, "forked") != 0 || n_fds != 4) {
                 const char *msg =
                         frame ? json_string_value(json_object_get(frame, "message")) : NULL;
                 /* Format before the frame (and msg with it) is freed. */
@@ -287,7 +287,7 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
                 return r;
         }
         json_decref(frame);
-        ctl = fds[0], out = fds[1], errfd = fds[2];
+        ctl = fds[0], out = fds[1], errfd = fds[2], status = fds[3];
         (void) setsockopt(ctl, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 
         /* The session's init says hello; the kernel tells us its pid. */
@@ -335,7 +335,7 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
                 goto fail;
         gpidfd = ctl = out = errfd = -EBADF;
         cg = NULL;
-        r = sandbox_adopt(p, j, zygote_ref(z), slot, TAKE_FD(ppidfd), ret_sb, err);
+        r = sandbox_adopt(p, j, zygote_ref(z), slot, TAKE_FD(ppidfd), TAKE_FD(status), ret_sb, err);
         if (r < 0)
                 return r; /* sandbox_adopt freed the jail and released the slot */
         return 0;

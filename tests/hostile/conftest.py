@@ -16,6 +16,26 @@ What this file provides:
       snapshots the host before each test and verifies it afterwards: hashes of host files and
       of the airlock binaries, hostname, no process left in the sandbox uid range, no leftover
       airlock-run-* cgroup, no new entries in /tmp and /dev/shm, host mount table unchanged.
+
+Through the daemon: with AIRLOCK_HOSTILE_VIA=daemon the same attacks run through `airlock
+serve` instead of `airlock run`. One daemon is started for the whole session (a free loopback
+port, a private state directory, the fake secrets of SECRET_ENV in its environment, including
+AIRLOCK_TOKEN, which becomes its API token), and run() sends each payload as a one-shot
+POST /execute {code, language, profile, timeout}, adapting the answer to the same Result:
+  json          the execution object (HTTP 200), else None and json_error = the HTTP answer
+  rc            what the CLI would have exited with: the object's exit_code (124 timeout,
+                125 output limit, 137 OOM, 128+N signal), or 2 when the daemon did not answer
+                200 (airlock's own error)
+  raw_stdout    the HTTP body; stdout_total its length; wall the request's duration
+  cli_hwm_kib   the daemon's peak RSS during the request (VmHWM, reset before it)
+  cli_stderr    the daemon's log lines written during the request
+  --memory M    becomes a copy of the profile with limits.memory = M (the API has no memory
+                field); profile files made by custom_profile() are found by name through
+                AIRLOCK_PROFILES_DIR
+What only the CLI has (--input/--output, other CLI arguments, the terminal of run_on_pty)
+skips with the reason. After each test the guard also checks the daemon: alive and healthy,
+no live session left, and every session the test made gone with its cgroups and processes;
+at the end the daemon must stop on SIGTERM with status 0 and leave nothing behind.
 """
 
 import atexit
@@ -38,6 +58,10 @@ import uuid
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+VIA = os.environ.get("AIRLOCK_HOSTILE_VIA", "cli") or "cli"
+if VIA not in ("cli", "daemon"):
+    raise pytest.UsageError(f"AIRLOCK_HOSTILE_VIA must be 'cli' or 'daemon', not {VIA!r}")
+VIA_DAEMON = VIA == "daemon"
 AIRLOCK_BIN_FROM_ENV = "AIRLOCK_BIN" in os.environ
 AIRLOCK_BIN = os.environ.get("AIRLOCK_BIN") or str(REPO / "build" / "src" / "cli" / "airlock")
 
@@ -287,9 +311,14 @@ def parse_json(res):
 
 def run(code, profile="default", language="python", timeout=20, extra_args=(), *, memory=None,
         inputs=(), output=None, json_mode=True, env=None, hard_timeout=None, check_json=True):
-    """Runs `code` once in a fresh sandbox via the CLI. Returns a Result; with --json the JSON
-    must parse (the contract prints it whenever the code ran), else the test fails with the
-    CLI's stderr."""
+    """Runs `code` once in a fresh sandbox via the CLI (or the daemon, see the module's doc).
+    Returns a Result; with --json the JSON must parse (the contract prints it whenever the code
+    ran), else the test fails with the CLI's stderr."""
+    if VIA_DAEMON:
+        return run_via_daemon(code, profile=profile, language=language, timeout=timeout,
+                              extra_args=extra_args, memory=memory, inputs=inputs,
+                              output=output, json_mode=json_mode, env=env,
+                              hard_timeout=hard_timeout, check_json=check_json)
     path = _code_file(code, language)
     argv = airlock_argv(path, profile=profile, language=language, timeout=timeout,
                         memory=memory, inputs=inputs, output=output, json_mode=json_mode,
@@ -389,6 +418,170 @@ def sha256_file(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Running through the daemon (AIRLOCK_HOSTILE_VIA=daemon)
+# --------------------------------------------------------------------------------------------
+
+DAEMON = None                       # the session's airlock_daemon.Daemon, once started
+DAEMON_DIR = SESSION_DIR / "daemon"
+PROFILES_DIR = SESSION_DIR / "profiles"
+
+
+def _daemon_module():
+    import sys
+    e2e = str(REPO / "tests" / "e2e")
+    if e2e not in sys.path:
+        sys.path.insert(0, e2e)
+    import airlock_daemon
+    return airlock_daemon
+
+
+def daemon():
+    """The session's daemon, started on first use."""
+    global DAEMON
+    if DAEMON is None:
+        require_binary()
+        ad = _daemon_module()
+        PROFILES_DIR.mkdir(exist_ok=True)
+        DAEMON_DIR.mkdir(exist_ok=True)
+        d = ad.Daemon(binary=AIRLOCK_BIN, workdir=DAEMON_DIR, args=["--pool-size", "1"],
+                      env=cli_env({"AIRLOCK_PROFILES_DIR": str(PROFILES_DIR)}),
+                      token_env=SECRET_ENV["AIRLOCK_TOKEN"])
+        try:
+            d.start()
+        except ad.DaemonStartError as e:
+            d.stop()
+            pytest.exit(f"cannot start the daemon for AIRLOCK_HOSTILE_VIA=daemon: {e}",
+                        returncode=3)
+        DAEMON = d
+    return DAEMON
+
+
+def _daemon_profile(profile, memory):
+    """The profile name to send for the CLI's -p PROFILE [--memory M]."""
+    if profile is None:
+        profile = "default"
+    p = pathlib.Path(str(profile))
+    if "/" in str(profile):
+        if p.parent.resolve() != PROFILES_DIR.resolve():
+            pytest.skip(f"CLI-only: a profile file outside the daemon's profile directory "
+                        f"({profile})")
+        name = p.stem
+    else:
+        name = str(profile)
+    if memory is None:
+        return name
+    # --memory M: the same profile with limits.memory = M, under a name of its own.
+    src = PROFILES_DIR / f"{name}.json"
+    if not src.exists():
+        src = REPO / "profiles" / f"{name}.json"
+    doc = json.loads(src.read_text())
+    doc.setdefault("limits", {})["memory"] = str(memory)
+    doc["description"] = f"{doc.get('description', name)} (hostile suite: --memory {memory})"
+    new = f"hostile-{name}-mem-{str(memory).lower()}"
+    path = PROFILES_DIR / f"{new}.json"
+    if not path.exists():
+        path.write_text(json.dumps(doc, indent=1))
+    return new
+
+
+def _cli_exit_status(obj):
+    """What `airlock run` exits with for this execution object."""
+    code = obj.get("exit_code")
+    if isinstance(code, int):
+        return code
+    return {"timeout": EXIT_TIMEOUT, "output_limit": EXIT_OUTPUT_LIMIT,
+            "oom": EXIT_OOM}.get(obj.get("status"), EXIT_AIRLOCK_FAILURE)
+
+
+def run_via_daemon(code, *, profile, language, timeout, extra_args, memory, inputs, output,
+                   json_mode, env, hard_timeout, check_json):
+    import requests
+    if extra_args:
+        pytest.skip(f"CLI-only: command-line arguments {list(extra_args)}")
+    if inputs or output is not None:
+        pytest.skip("CLI-only: --input/--output copy host files in and out; through the daemon "
+                    "that is the files API (tests/e2e/test_api_files.py)")
+    if not json_mode:
+        pytest.skip("CLI-only: the CLI's plain output mode")
+    if env:
+        pytest.skip("CLI-only: the CLI's own environment")
+    d = daemon()
+    body = {"code": code, "profile": _daemon_profile(profile, memory)}
+    if language is not None:
+        body["language"] = language
+    if timeout is not None:
+        body["timeout"] = float(timeout)
+    if hard_timeout is None:
+        hard_timeout = (float(timeout) if timeout is not None else 30.0) + 45.0
+    shown = {k: v for k, v in body.items() if k != "code"}
+    argv = ["POST", f"{d.url}/execute", json.dumps(shown)]
+    d.reset_peak_rss()
+    offset = d.log_size()
+    t0 = time.monotonic()
+    status, content, error = None, b"", None
+    try:
+        r = d.post("/execute", json=body, timeout=hard_timeout)
+        status, content = r.status_code, r.content
+    except requests.Timeout:
+        pytest.fail(f"the daemon did not answer within the hard timeout of {hard_timeout}s "
+                    f"({shown})\ndaemon log:\n{d.log_since(offset)[-3000:]}")
+    except requests.RequestException as e:
+        error = f"{type(e).__name__}: {e}"
+    wall = time.monotonic() - t0
+    res = Result(argv=argv, rc=EXIT_AIRLOCK_FAILURE, raw_stdout=content[:MAX_CAPTURE],
+                 raw_stderr=d.log_since(offset).encode(), stdout_total=len(content), wall=wall,
+                 rusage=None, cli_hwm_kib=d.vm_kib("VmHWM"))
+    if status == 200:
+        parse_json(res)
+        if res.json is not None:
+            res.rc = _cli_exit_status(res.json)
+    else:
+        res.json_error = error or f"HTTP {status}: {content[:2000]!r}"
+    if check_json and res.json is None:
+        pytest.fail(f"the daemon gave no execution object\n{res.describe()}")
+    return res
+
+
+def daemon_problems_after(offset, live_before):
+    """What a test left in the daemon: sessions still live, sessions whose cgroups or
+    processes remain, a dead or unhealthy daemon."""
+    d = DAEMON
+    problems = []
+    if not d.alive():
+        return [f"the daemon died (status {d.proc.returncode if d.proc else None})\n"
+                f"{d.log_since(offset)[-3000:]}"]
+    try:
+        r = d.get("/healthz", timeout=10)
+        if r.status_code != 200:
+            problems.append(f"the daemon's /healthz answered {r.status_code}")
+        live = {s["id"] for s in d.get("/v1/sessions", timeout=10).json()["sessions"]}
+    except Exception as e:      # noqa: BLE001 - reported as the problem it is
+        return [f"the daemon does not answer: {e!r}"]
+    for sid in sorted(live - live_before):
+        problems.append(f"a session the test made is still live in the daemon: {sid}")
+    made = d.session_ids(d.log_since(offset)) - live
+    names = {f"airlock-{i}" for i in made}
+    problems += [p for p in d.wait_no_leftovers(timeout=5, names=names, pids={})]
+    return problems
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hostile_daemon():
+    """Through the daemon: starts it before the first test, stops and checks it at the end."""
+    if not VIA_DAEMON:
+        yield None
+        return
+    d = daemon()
+    yield d
+    global DAEMON
+    DAEMON = None
+    rc, problems = d.stop()
+    if problems:
+        pytest.fail("the daemon did not stop cleanly:\n  " + "\n  ".join(problems),
+                    pytrace=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -640,8 +833,14 @@ class HostState:
 @pytest.fixture(autouse=True)
 def host_guard():
     before = HostState()
+    daemon_state = None
+    if VIA_DAEMON and DAEMON is not None:
+        daemon_state = (DAEMON.log_size(),
+                        {s["id"] for s in DAEMON.get("/v1/sessions").json()["sessions"]})
     yield
     problems = before.problems_after()
+    if daemon_state is not None and DAEMON is not None:
+        problems += daemon_problems_after(*daemon_state)
     if problems:
         pytest.fail("host not unchanged after the test:\n  " + "\n  ".join(problems),
                     pytrace=False)
@@ -750,6 +949,8 @@ def run_on_pty(code, *, language="python", json_mode=False, timeout=20, hard_tim
     import termios
     import tty
 
+    if VIA_DAEMON:
+        pytest.skip("CLI-only: runs the CLI on a terminal (pty/TIOCSTI); the daemon has none")
     require_binary()
     master, slave = pty.openpty()
     tty.setraw(slave)

@@ -33,6 +33,10 @@ def test_overwrite_runner_and_interpreter():
         R["rename over runner"] = attempt(os.rename, "/work", "/.airlock/runner")
     ''')
     for key, value in res.R.items():
+        if "/proc/1/" in key and value == "ENOENT":
+            # In a daemon's session pid 1 is an init the interpreter cannot see: unreachable is
+            # as safe as refused. (In a one-shot sandbox pid 1 is the interpreter itself.)
+            continue
         if value.startswith(("open ro: ", "open path: ")):
             value = value.split(": ", 1)[1]   # could not even open it read-only: fine
             expect_in(value, DENIED | {"ENOENT"}, key)

@@ -2,11 +2,33 @@
 root, host uid 1000 and nobody) survive; the CLI lives and reports."""
 import os
 
-from conftest import EXIT_AIRLOCK_FAILURE, run, run_py
+from conftest import VIA_DAEMON, EXIT_AIRLOCK_FAILURE, run, run_py
 
 
 def test_kill_everything_from_a_child(host_victims):
     pids = [p.pid for p in host_victims] + [os.getpid()]
+    if VIA_DAEMON:
+        # In a session the interpreter is pid 2 under a small init, so a child's kill(-1)
+        # takes the interpreter too (as it would a Jupyter kernel): the cell ends, killed,
+        # and nothing outside the sandbox is touched.
+        res = run(r'''
+import os, signal
+pid = os.fork()
+if pid == 0:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(-1, sig)
+        except OSError:
+            pass
+    os._exit(0)
+os.waitpid(pid, 0)
+print("survived")
+''')
+        assert res.json is not None and res.rc != EXIT_AIRLOCK_FAILURE, res.describe()
+        assert res.status in ("ok", "killed"), res.describe()
+        for p in host_victims:
+            assert p.poll() is None, f"host process {p.pid} was killed"
+        return
     res = run_py(r'''
         import signal, time
         host_pids = @PIDS@
