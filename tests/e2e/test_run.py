@@ -248,3 +248,30 @@ def test_files_created_by_bash_are_listed(run):
         {"path": "d/y", "size": 3, "change": "created"},
         {"path": "out.txt", "size": 3, "change": "created"},
     ]
+
+
+def test_process_isolation_runs_as_a_unique_unprivileged_uid_and_warns(run):
+    r = run("import os, socket\n(os.getuid(), socket.gethostname() == 'sandbox')",
+            "--isolation", "process")
+    assert r.returncode == 0, r.stderr
+    uid, in_uts_namespace = eval(r["result"])
+    assert uid >= 0x60000000, "process mode must drop to a unique host uid, not stay root"
+    assert in_uts_namespace is False, "process mode has no namespaces (it says so)"
+    assert "not a security boundary" in r.stderr
+
+
+def test_none_isolation_is_a_plain_child_and_warns(run):
+    r = run("import os\nos.getuid()", "--isolation", "none")
+    assert r.returncode == 0, r.stderr
+    assert r["result"] == "0"
+    assert "not a security boundary" in r.stderr
+
+
+def test_serve_with_no_isolation_refuses_non_loopback(tmp_path):
+    import subprocess
+    from conftest import AIRLOCK
+    p = subprocess.run([AIRLOCK, "serve", "--isolation", "none", "--listen", "0.0.0.0:18977",
+                        "--state-dir", str(tmp_path / "state")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2
+    assert "loopback" in p.stderr
