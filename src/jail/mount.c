@@ -215,14 +215,29 @@ static int build_dev(const struct jail_config *cfg)
 int mount_build_root(const struct jail_features *f, const struct jail_config *cfg,
                      const char **ret_step)
 {
-        const char *rootfs = cfg->rootfs && strcmp(cfg->rootfs, "/") != 0 ? cfg->rootfs : "";
-        char src[4096], dst[4096], opts[128];
-        int r;
+        char src[4096], dst[4096], opts[128], rootfs[64], runner[64];
+        int r, rootfs_fd, runner_fd;
 
         /* Nothing we mount may propagate back to the host's namespace. */
         *ret_step = "make mounts private";
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return -errno;
+
+        /* The image and the runner are opened before anything is mounted and reached through
+         * these fds from here on: the new root's tmpfs goes over JAIL_NEWROOT (/tmp), which
+         * would hide a runner or an image that lives below it, and no path can be swapped
+         * underneath us either. Both fds are close-on-exec and closed by the fd cleanup. */
+        *ret_step = "open the image";
+        rootfs_fd = open(cfg->rootfs && *cfg->rootfs ? cfg->rootfs : "/",
+                         O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rootfs_fd < 0)
+                return -errno;
+        *ret_step = "open the runner";
+        runner_fd = open(cfg->runner_path, O_PATH | O_CLOEXEC);
+        if (runner_fd < 0)
+                return -errno;
+        P(rootfs, "/proc/self/fd/%d", rootfs_fd);
+        P(runner, "/proc/self/fd/%d", runner_fd);
 
         *ret_step = "mount root tmpfs";
         if (mount("tmpfs", JAIL_NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV,
@@ -282,7 +297,7 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         r = touch(dst);
         if (r < 0)
                 return r;
-        r = bind_readonly(f, cfg->runner_path, dst, false);
+        r = bind_readonly(f, runner, dst, false);
         if (r < 0)
                 return r;
 
