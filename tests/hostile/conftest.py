@@ -27,7 +27,8 @@ POST /execute {code, language, profile, timeout}, adapting the answer to the sam
                 125 output limit, 137 OOM, 128+N signal), or 2 when the daemon did not answer
                 200 (airlock's own error)
   raw_stdout    the HTTP body; stdout_total its length; wall the request's duration
-  cli_hwm_kib   the daemon's peak RSS during the request (VmHWM, reset before it)
+  cli_hwm_kib   how far the daemon's RSS peaked above its level before the request (VmHWM,
+                reset before it, minus VmRSS then)
   cli_stderr    the daemon's log lines written during the request
   --memory M    becomes a copy of the profile with limits.memory = M (the API has no memory
                 field); profile files made by custom_profile() are found by name through
@@ -519,6 +520,9 @@ def run_via_daemon(code, *, profile, language, timeout, extra_args, memory, inpu
     shown = {k: v for k, v in body.items() if k != "code"}
     argv = ["POST", f"{d.url}/execute", json.dumps(shown)]
     d.reset_peak_rss()
+    # The daemon's own footprint (large under AddressSanitizer) is not the attack's doing: what
+    # counts is how far its memory rose above where it stood, as the CLI's cap is about growth.
+    rss_before = d.vm_kib("VmRSS")
     offset = d.log_size()
     t0 = time.monotonic()
     status, content, error = None, b"", None
@@ -533,7 +537,7 @@ def run_via_daemon(code, *, profile, language, timeout, extra_args, memory, inpu
     wall = time.monotonic() - t0
     res = Result(argv=argv, rc=EXIT_AIRLOCK_FAILURE, raw_stdout=content[:MAX_CAPTURE],
                  raw_stderr=d.log_since(offset).encode(), stdout_total=len(content), wall=wall,
-                 rusage=None, cli_hwm_kib=d.vm_kib("VmHWM"))
+                 rusage=None, cli_hwm_kib=max(0, d.vm_kib("VmHWM") - rss_before))
     if status == 200:
         parse_json(res)
         if res.json is not None:
