@@ -695,17 +695,10 @@ int cmd_chat(int argc, char **argv)
         } else {
                 if (cli_isolation(a.isolation, &mode) < 0)
                         goto out;
-                jail_probe(&features);
+                r = cli_probe_mode("chat", mode, &features);
                 have_features = true;
-                r = jail_check_mode(&features, mode, &err);
-                if (r < 0) {
-                        fprintf(stderr, "airlock chat: %s\n", err.msg);
+                if (r < 0)
                         goto out;
-                }
-                if (mode != JAIL_NAMESPACES)
-                        log_warn("isolation '%s' is not a security boundary; use it for "
-                                 "development only",
-                                 jail_isolation_to_string(mode));
                 /* No warm pool: the sandbox starts at the model's first tool call, if any. */
                 r = session_manager_new(
                         &(struct session_manager_config){

@@ -26,3 +26,8 @@ int cmd_mcp(int argc, char **argv);
 struct jail_features;
 enum jail_isolation;
 int cli_isolation(const char *arg, enum jail_isolation *ret_mode);
+
+/* Probes the kernel into *ret_features (always: release it with jail_features_done()) and
+ * checks that mode can run here. Prints "airlock WHO: <why not>" and returns -errno when it
+ * cannot; warns when mode is not the full sandbox. */
+int cli_probe_mode(const char *who, enum jail_isolation mode, struct jail_features *ret_features);

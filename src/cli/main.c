@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "config.h"
 #include "jail/jail.h"
 
@@ -46,6 +47,23 @@ int cli_isolation(const char *arg, enum jail_isolation *ret_mode)
                         s);
                 return -EINVAL;
         }
+        return 0;
+}
+
+int cli_probe_mode(const char *who, enum jail_isolation mode, struct jail_features *ret_features)
+{
+        struct airlock_error err = { { 0 } };
+        int r;
+
+        jail_probe(ret_features);
+        r = jail_check_mode(ret_features, mode, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock %s: %s\n", who, err.msg);
+                return r;
+        }
+        if (mode != JAIL_NAMESPACES)
+                log_warn("isolation '%s' is not a security boundary; use it for development only",
+                         jail_isolation_to_string(mode));
         return 0;
 }
 

@@ -287,17 +287,10 @@ int cmd_mcp(int argc, char **argv)
                         fprintf(stderr, "airlock mcp: %s\n", err.msg);
                         goto out;
                 }
-                jail_probe(&features);
+                r = cli_probe_mode("mcp", mode, &features);
                 probed = true;
-                r = jail_check_mode(&features, mode, &err);
-                if (r < 0) {
-                        fprintf(stderr, "airlock mcp: %s\n", err.msg);
+                if (r < 0)
                         goto out;
-                }
-                if (mode != JAIL_NAMESPACES)
-                        log_warn("isolation '%s' is not a security boundary; use it for "
-                                 "development only",
-                                 jail_isolation_to_string(mode));
                 /* One live session (plus one after reset_session) for as long as the client
                  * keeps us: idle reaping would only lose its variables. One warm sandbox makes
                  * the first call quick. */

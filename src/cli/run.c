@@ -196,15 +196,9 @@ int cmd_run(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        jail_probe(&features);
-        r = jail_check_mode(&features, mode, &err);
-        if (r < 0) {
-                fprintf(stderr, "airlock run: %s\n", err.msg);
+        r = cli_probe_mode("run", mode, &features);
+        if (r < 0)
                 goto out;
-        }
-        if (mode != JAIL_NAMESPACES)
-                log_warn("isolation '%s' is not a security boundary; use it for development only",
-                         jail_isolation_to_string(mode));
 
         (void) snprintf(name, sizeof(name), "airlock-run-%d", (int) getpid());
         r = sandbox_start(&features,

@@ -310,16 +310,10 @@ int cmd_serve(int argc, char **argv)
                                 state_dir, token);
         }
 
-        jail_probe(&features);
+        r = cli_probe_mode("serve", mode, &features);
         print_probe(&features, mode);
-        r = jail_check_mode(&features, mode, &err);
-        if (r < 0) {
-                fprintf(stderr, "airlock serve: %s\n", err.msg);
+        if (r < 0)
                 goto out;
-        }
-        if (mode != JAIL_NAMESPACES)
-                log_warn("isolation '%s' is not a security boundary; use it for development only",
-                         jail_isolation_to_string(mode));
         raise_nofile();
 
         /* Blocked before any thread exists, so that every thread (MHD's, the manager's)
