@@ -55,6 +55,7 @@ struct profile_slot {
         struct zygote *zygote; /* namespaces mode: where this profile's sessions come from */
         char **envp;           /* the environment of the profile's runners */
         unsigned pool_target;
+        bool pool_failed; /* a warm session could not start: do not keep retrying */
         struct pool_member *pool;
         unsigned pool_len, pool_cap;
         unsigned starting; /* pool members being started right now */
@@ -349,6 +350,7 @@ static void *worker_main(void *arg)
                                           todo->profile->name, err.msg);
                                 /* Do not spin on a profile that cannot start. */
                                 todo->pool_target = 0;
+                                todo->pool_failed = true;
                         } else if (mgr->stopping || todo->pool_len >= todo->pool_target) {
                                 sandbox_free(sb);
                         } else {
@@ -575,6 +577,10 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                 pthread_mutex_unlock(&mgr->lock);
                 return r;
         }
+        /* Every profile in use gets a warm pool, so its next create is a hand-over; profiles
+         * nobody uses cost nothing. */
+        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
+                slot->pool_target = mgr->cfg.pool_size;
         if (slot->pool_len > 0) {
                 struct pool_member m = slot->pool[--slot->pool_len];
                 sb = m.sb;

@@ -25,13 +25,13 @@ struct session_manager;
 struct session_manager_config {
         const struct jail_features *features; /* borrowed; must outlive the manager */
         enum jail_isolation mode;
-        unsigned max_sessions;            /* live sessions, pool excluded; default 64 */
-        unsigned pool_size;               /* warm sessions kept per profile; default 2, 0 = none */
+        unsigned max_sessions; /* live sessions, pool excluded; default 64 */
+        unsigned pool_size;    /* warm sessions kept per profile once it is used; 0 = none */
         uint64_t default_idle_timeout_ms; /* default 5 minutes */
         uint64_t max_idle_timeout_ms; /* largest idle_timeout_s a client may ask; default 24 h */
         uint64_t interrupt_grace_ms;  /* after SIGINT, wait this long before killing; 2000 */
         const char *state_dir;        /* where the session store lives; NULL = no store */
-        const char *const *pool_profiles; /* profiles to keep warm; NULL = {"default"} */
+        const char *const *pool_profiles; /* profiles warm from the start; NULL = {"default"} */
 };
 
 /* Creates the manager and starts the warm pools. Returns 0 or -errno with err set. */
