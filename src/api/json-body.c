@@ -2,6 +2,7 @@
  * client; the session layer checks again what it relies on, so a gap here is a worse message,
  * never a hole. */
 #include "json-body.h"
+#include "base/json-util.h"
 
 #include "base/cleanup.h"
 
@@ -33,27 +34,6 @@ static const char *body_type_name(enum body_type t)
                 return "a number";
         case BODY_OBJECT:
                 return "an object";
-        }
-        return "?";
-}
-
-static const char *json_type_name(const json_t *v)
-{
-        switch (json_typeof(v)) {
-        case JSON_OBJECT:
-                return "an object";
-        case JSON_ARRAY:
-                return "an array";
-        case JSON_STRING:
-                return "a string";
-        case JSON_INTEGER:
-        case JSON_REAL:
-                return "a number";
-        case JSON_TRUE:
-        case JSON_FALSE:
-                return "a boolean";
-        case JSON_NULL:
-                return "null";
         }
         return "?";
 }

@@ -3,6 +3,8 @@
  * redirects are not followed so that the key is never sent to another host. */
 #include "llm.h"
 
+#include "base/buf.h"
+
 #include "base/cleanup.h"
 
 #include <curl/curl.h>
@@ -27,8 +29,7 @@ struct llm_client {
 };
 
 struct reply {
-        char *buf;
-        size_t len, size;
+        struct buf b;
         bool too_big;
 };
 
@@ -120,26 +121,12 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *userdata)
 {
         struct reply *t = userdata;
         size_t len = size * nmemb;
+        int r = buf_append(&t->b, data, len, LLM_REPLY_MAX);
 
-        if (t->len + len + 1 > LLM_REPLY_MAX) {
-                t->too_big = true;
+        if (r < 0) {
+                t->too_big = r == -E2BIG;
                 return 0; /* aborts the transfer */
         }
-        if (t->len + len + 1 > t->size) {
-                size_t nsize = t->size ? t->size : 16384;
-                char *p;
-
-                while (nsize < t->len + len + 1)
-                        nsize *= 2;
-                p = realloc(t->buf, nsize);
-                if (!p)
-                        return 0;
-                t->buf = p;
-                t->size = nsize;
-        }
-        memcpy(t->buf + t->len, data, len);
-        t->len += len;
-        t->buf[t->len] = '\0';
         return len;
 }
 
@@ -301,7 +288,7 @@ int llm_complete(struct llm_client *c, json_t *request, json_t **ret_response,
         (void) curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 
         if (code != CURLE_OK) {
-                free(t.buf);
+                buf_done(&t.b);
                 if (t.too_big) {
                         llm_error_set(err, 0, "the answer of %s is larger than %u MiB", c->base_url,
                                       LLM_REPLY_MAX >> 20);
@@ -329,8 +316,8 @@ int llm_complete(struct llm_client *c, json_t *request, json_t **ret_response,
         if (status < 200 || status > 299) {
                 char pm[PROVIDER_MSG_MAX + 1];
 
-                provider_message(t.buf, t.len, pm, sizeof(pm));
-                free(t.buf);
+                provider_message(t.b.data, t.b.len, pm, sizeof(pm));
+                buf_done(&t.b);
                 if (pm[0])
                         llm_error_set(err, status, "%s answered HTTP %ld: %s", c->base_url, status,
                                       pm);
@@ -339,8 +326,8 @@ int llm_complete(struct llm_client *c, json_t *request, json_t **ret_response,
                 return -EPROTO;
         }
 
-        resp = t.buf ? json_loadb(t.buf, t.len, 0, &jerr) : NULL;
-        free(t.buf);
+        resp = t.b.data ? json_loadb(t.b.data, t.b.len, 0, &jerr) : NULL;
+        buf_done(&t.b);
         if (!resp) {
                 llm_error_set(err, 0, "the answer of %s is not JSON", c->base_url);
                 return -EBADMSG;

@@ -2,6 +2,8 @@
  * replies are bounded so a confused server cannot make the CLI eat the machine's memory. */
 #include "client.h"
 
+#include "base/buf.h"
+
 #include "api/auth.h"
 #include "base/cleanup.h"
 
@@ -29,8 +31,7 @@ struct transfer {
         struct cli_client *c;
         cli_line_fn on_line;
         void *userdata;
-        char *buf;
-        size_t len, size;
+        struct buf b;
         bool streaming; /* decided at the first byte: a 200 ndjson reply */
         bool decided;
         bool too_big;
@@ -127,41 +128,29 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *userdata)
 {
         struct transfer *t = userdata;
         size_t len = size * nmemb;
+        int r;
 
         if (!t->decided) {
                 t->streaming = t->on_line && reply_is_ndjson(t->c->curl);
                 t->decided = true;
         }
-        if (t->len + len + 1 > REPLY_MAX) {
-                t->too_big = true;
+        r = buf_append(&t->b, data, len, REPLY_MAX);
+        if (r < 0) {
+                t->too_big = r == -E2BIG;
                 return 0; /* aborts the transfer */
         }
-        if (t->len + len + 1 > t->size) {
-                size_t nsize = t->size ? t->size : 65536;
-                char *p;
-                while (nsize < t->len + len + 1)
-                        nsize *= 2;
-                p = realloc(t->buf, nsize);
-                if (!p)
-                        return 0;
-                t->buf = p;
-                t->size = nsize;
-        }
-        memcpy(t->buf + t->len, data, len);
-        t->len += len;
-        t->buf[t->len] = '\0';
 
         if (t->streaming) {
-                char *start = t->buf, *nl;
-                while ((nl = memchr(start, '\n', t->len - (size_t) (start - t->buf)))) {
+                char *start = t->b.data, *nl;
+                while ((nl = memchr(start, '\n', t->b.len - (size_t) (start - t->b.data)))) {
                         *nl = '\0';
                         if (nl > start)
                                 t->on_line(t->userdata, start, (size_t) (nl - start));
                         start = nl + 1;
                 }
-                t->len -= (size_t) (start - t->buf);
-                memmove(t->buf, start, t->len);
-                t->buf[t->len] = '\0';
+                t->b.len -= (size_t) (start - t->b.data);
+                memmove(t->b.data, start, t->b.len);
+                t->b.data[t->b.len] = '\0';
         }
         return len;
 }
@@ -217,7 +206,7 @@ int cli_client_request(struct cli_client *c, const char *method, const char *pat
         (void) curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 
         if (code != CURLE_OK) {
-                free(t.buf);
+                buf_done(&t.b);
                 if (t.too_big) {
                         fprintf(stderr, "airlock %s: the reply from %s is larger than %u MiB\n",
                                 c->prog, c->shown, REPLY_MAX >> 20);
@@ -234,16 +223,16 @@ int cli_client_request(struct cli_client *c, const char *method, const char *pat
                         errbuf[0] ? errbuf : curl_easy_strerror(code));
                 return -EIO;
         }
-        if (t.streaming && t.len > 0) {
+        if (t.streaming && t.b.len > 0) {
                 /* A last line without its newline. */
-                on_line(userdata, t.buf, t.len);
-                t.len = 0;
+                on_line(userdata, t.b.data, t.b.len);
+                t.b.len = 0;
         }
         *ret = (struct cli_response){ .status = status,
-                                      .body = t.streaming ? NULL : t.buf,
-                                      .len = t.streaming ? 0 : t.len };
+                                      .body = t.streaming ? NULL : t.b.data,
+                                      .len = t.streaming ? 0 : t.b.len };
         if (t.streaming)
-                free(t.buf);
+                buf_done(&t.b);
         return 0;
 }
 

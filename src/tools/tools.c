@@ -2,6 +2,7 @@
  * own schema), tool results, and the toolbox: one conversation's backend and lazily started
  * session. The tools themselves are tool-*.c. */
 #include "tools.h"
+#include "base/json-util.h"
 #include "tools-internal.h"
 
 #include "base/cleanup.h"
@@ -117,27 +118,6 @@ json_t *tools_declarations(enum tools_format format)
 }
 
 /* ---- validation ------------------------------------------------------------------------- */
-
-static const char *json_type_name(const json_t *v)
-{
-        switch (json_typeof(v)) {
-        case JSON_OBJECT:
-                return "an object";
-        case JSON_ARRAY:
-                return "an array";
-        case JSON_STRING:
-                return "a string";
-        case JSON_INTEGER:
-        case JSON_REAL:
-                return "a number";
-        case JSON_TRUE:
-        case JSON_FALSE:
-                return "a boolean";
-        case JSON_NULL:
-                return "null";
-        }
-        return "a value";
-}
 
 static bool type_matches(const char *type, const json_t *v)
 {

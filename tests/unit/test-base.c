@@ -1,7 +1,9 @@
 /* Unit tests for src/base: size and duration parsing, UTF-8 repair of captured output, and the
  * length-prefixed JSON wire protocol. These helpers sit under every other module, so their
  * edge cases (overflow, malformed bytes, truncated frames) are pinned down here. */
+#include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/utf8.h"
 #include "base/util.h"
 #include "base/wire.h"
@@ -379,4 +381,44 @@ Test(wire, clean_eof_is_epipe)
         p.fd[0] = -1;
         cr_assert_eq(wire_recv(p.fd[1], 1024, &got), -EPIPE);
         wire_pair_close(&p);
+}
+
+Test(buf, appends_terminates_and_stops_at_the_limit)
+{
+        struct buf b = { 0 };
+        char big[40000];
+
+        cr_assert_eq(buf_append(&b, "abc", 3, 10), 0);
+        cr_assert_eq(buf_append(&b, "de", 2, 10), 0);
+        cr_assert_eq(b.len, 5);
+        cr_assert_str_eq(b.data, "abcde");
+        /* Past the limit nothing is appended, so what was there stays whole. */
+        cr_assert_eq(buf_append(&b, "123456", 6, 10), -E2BIG);
+        cr_assert_eq(b.len, 5);
+        cr_assert_str_eq(b.data, "abcde");
+        cr_assert_eq(buf_append(&b, "12345", 5, 10), 0, "exactly at the limit is fine");
+        cr_assert_eq(b.len, 10);
+        cr_assert_eq(buf_append(&b, "x", 1, SIZE_MAX), 0, "no overflow at the top of size_t");
+        /* Growth past the first allocation keeps the data and the terminator. */
+        memset(big, 'z', sizeof(big));
+        cr_assert_eq(buf_append(&b, big, sizeof(big), SIZE_MAX), 0);
+        cr_assert_eq(b.len, 11 + sizeof(big));
+        cr_assert_eq(b.data[b.len], '\0');
+        cr_assert_eq(memcmp(b.data, "abcde12345x", 11), 0);
+        buf_done(&b);
+        cr_assert_null(b.data);
+        cr_assert_eq(b.len, 0);
+}
+
+Test(json_util, names_every_type)
+{
+        json_t *v[] = { json_object(),  json_array(), json_string("s"), json_integer(1),
+                        json_real(1.5), json_true(),  json_null() };
+        const char *want[] = { "an object", "an array",  "a string", "a number",
+                               "a number",  "a boolean", "null" };
+
+        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+                cr_assert_str_eq(json_type_name(v[i]), want[i]);
+                json_decref(v[i]);
+        }
 }
