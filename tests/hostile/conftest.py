@@ -77,6 +77,34 @@ EXIT_OOM = 137
 EXIT_AIRLOCK_FAILURE = 2
 SIGSYS_EXIT = 128 + signal.SIGSYS  # 159
 
+
+def _host_int80_signal():
+    """How this kernel answers an i386 `int 0x80` from an unsandboxed process: None when it
+    serves the call (the shellcode returns), else the signal that killed the probe. Some kernels
+    (IA32 emulation off, some virtual machines) never serve it and deliver SIGSEGV: there the
+    sandbox cannot be told apart from the host, and that signal is the safe outcome too."""
+    import ctypes
+    import mmap
+    pid = os.fork()
+    if pid == 0:
+        try:
+            buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+            buf.write(bytes([0xb8, 0x14, 0, 0, 0, 0xcd, 0x80, 0xc3]))  # getpid via int 0x80
+            ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))()
+        finally:
+            os._exit(0)
+    st = os.waitpid(pid, 0)[1]
+    return os.WTERMSIG(st) if os.WIFSIGNALED(st) else None
+
+
+HOST_INT80_SIGNAL = _host_int80_signal()
+# Signals that prove a sandboxed int 0x80 did not run: seccomp's SIGSYS, or whatever the host
+# kernel itself answers when it does not serve 32-bit calls at all.
+INT80_SAFE_SIGNALS = {signal.SIGSYS} | ({HOST_INT80_SIGNAL} if HOST_INT80_SIGNAL else set())
+if HOST_INT80_SIGNAL:
+    print(f"hostile: this kernel does not serve int 0x80 (signal {HOST_INT80_SIGNAL} outside any "
+          "sandbox); int 0x80 cases accept that signal as well as SIGSYS")
+
 # Keep at most this much of the CLI's output in memory (the flood test needs to see if the
 # CLI itself caps; we keep counting beyond this but do not store).
 MAX_CAPTURE = 64 << 20
