@@ -2,7 +2,6 @@
 uid, no_new_privs, seccomp filter inherited, namespaces and privileged calls still denied, the
 32-bit entry point still kills, the image still read-only. The ELFs are assembled in the
 sandbox by the payload itself (tiny x86-64 programs that report through their exit status)."""
-import signal
 
 from conftest import INT80_SAFE_SIGNALS, run_py
 

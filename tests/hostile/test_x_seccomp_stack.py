@@ -1,7 +1,6 @@
 """Extra: user code may stack its own seccomp filter (prctl is allowed), but a permissive one
 cannot loosen the sandbox's: denials and the foreign-ABI kill still apply afterwards. The
 seccomp(2) syscall itself (user notification listeners, TSYNC) is outside the allow-list."""
-import signal
 
 from conftest import INT80_SAFE_SIGNALS, expect_in, run_py
 
