@@ -172,6 +172,10 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
                 v *= 1000.0L;
         else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "min") == 0)
                 v *= 60000.0L;
+        else if (strcasecmp(end, "h") == 0)
+                v *= 3600000.0L;
+        else if (strcasecmp(end, "d") == 0)
+                v *= 86400000.0L;
         else if (strcasecmp(end, "ms") != 0)
                 return -EINVAL;
         if (v > 1e15L)
@@ -191,4 +195,20 @@ uint64_t now_ns(void)
 bool fd_is_tty(int fd)
 {
         return isatty(fd) == 1;
+}
+
+char **strv_copy(char *const *v)
+{
+        size_t n = 0;
+        char **out;
+
+        while (v && v[n])
+                n++;
+        out = calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; out && i < n; i++)
+                if (!(out[i] = strdup(v[i]))) {
+                        strv_free(out);
+                        return NULL;
+                }
+        return out;
 }

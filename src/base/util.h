@@ -33,3 +33,7 @@ uint64_t now_ns(void);
 
 /* Returns true when fd refers to a terminal. */
 bool fd_is_tty(int fd);
+
+/* A copy of the NULL-terminated string vector v (caller frees with strv_free), or NULL when
+ * out of memory. */
+char **strv_copy(char *const *v);

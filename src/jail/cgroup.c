@@ -1400,7 +1400,7 @@ const char *cgroup_version_name(enum cgroup_version version)
         return "unknown";
 }
 
-static int remove_stale_in(const char *parent, const char *prefix)
+static int remove_stale_in(const char *parent, const char *prefix, unsigned *busy)
 {
         size_t plen = strlen(prefix);
         struct dirent *de;
@@ -1415,29 +1415,55 @@ static int remove_stale_in(const char *parent, const char *prefix)
                         continue;
                 if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
                         removed++;
+                else if (errno == EBUSY)
+                        (*busy)++;
         }
         closedir(d);
         return removed;
 }
 
-int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix)
+static int remove_stale_once(const struct cgroup_root *root, const char *prefix, unsigned *busy)
 {
         int removed = 0, r;
 
-        if (!prefix || !*prefix)
-                return -EINVAL;
-        if (root->version == CGROUP_V2 && root->v2_parent) {
-                r = remove_stale_in(root->v2_parent, prefix);
-                return r;
-        }
+        if (root->version == CGROUP_V2 && root->v2_parent)
+                return remove_stale_in(root->v2_parent, prefix, busy);
         if (root->version != CGROUP_V1)
                 return 0;
         for (int c = 0; c < CG1_COUNT; c++) {
                 if (!root->v1_parent[c])
                         continue;
-                r = remove_stale_in(root->v1_parent[c], prefix);
+                r = remove_stale_in(root->v1_parent[c], prefix, busy);
                 if (r > 0)
                         removed += r;
         }
         return removed;
+}
+
+int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix)
+{
+        unsigned busy = 0;
+
+        if (!prefix || !*prefix)
+                return -EINVAL;
+        return remove_stale_once(root, prefix, &busy);
+}
+
+int cgroup_remove_stale_wait(const struct cgroup_root *root, const char *prefix,
+                             unsigned timeout_ms)
+{
+        int removed = 0;
+
+        if (!prefix || !*prefix)
+                return -EINVAL;
+        for (unsigned waited = 0;; waited += 20) {
+                unsigned busy = 0;
+                int r = remove_stale_once(root, prefix, &busy);
+                if (r < 0)
+                        return removed > 0 ? removed : r;
+                removed += r;
+                if (busy == 0 || waited >= timeout_ms)
+                        return removed;
+                (void) usleep(20000);
+        }
 }

@@ -121,3 +121,9 @@ const char *cgroup_version_name(enum cgroup_version version);
  * EBUSY), so a live sandbox of another process is never touched. Returns how many were removed,
  * or -errno. */
 int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix);
+
+/* The same, waiting up to timeout_ms for cgroups that still hold processes to empty: right
+ * after a daemon was killed, its sandboxes take a moment to die. A cgroup of another live
+ * daemon stays busy and is left alone after the wait. */
+int cgroup_remove_stale_wait(const struct cgroup_root *root, const char *prefix,
+                             unsigned timeout_ms);
