@@ -101,6 +101,9 @@ int api_handle_session_list(struct api_request *req);      /* routes-sessions.c 
 int api_handle_session_get(struct api_request *req);       /* routes-sessions.c */
 int api_handle_session_delete(struct api_request *req);    /* routes-sessions.c */
 int api_handle_session_interrupt(struct api_request *req); /* routes-sessions.c */
+int api_handle_session_stop(struct api_request *req);      /* routes-sessions.c */
+int api_handle_session_resume(struct api_request *req);    /* routes-sessions.c */
+int api_handle_session_fork(struct api_request *req);      /* routes-sessions.c */
 int api_handle_file_get(struct api_request *req);          /* routes-files.c */
 int api_handle_file_put(struct api_request *req);          /* routes-files.c */
 int api_handle_file_delete(struct api_request *req);       /* routes-files.c */

@@ -298,7 +298,8 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
 {
         static const struct body_field fields[] = {
                 { "profile", BODY_STRING, false },
-                { "idle_timeout_s", BODY_NUMBER, false },
+                { "stop_after_s", BODY_NUMBER, false },
+                { "idle_timeout_s", BODY_NUMBER, false }, /* the old name of stop_after_s */
                 { "env", BODY_OBJECT, false },
         };
         json_t *root = NULL;
@@ -322,8 +323,14 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
                         goto fail;
                 }
         }
-        r = seconds_field(root, "idle_timeout_s", BODY_IDLE_TIMEOUT_MAX_S, &out.idle_timeout_ms,
-                          err);
+        if (json_object_get(root, "stop_after_s") && json_object_get(root, "idle_timeout_s")) {
+                r = body_fail(err, "idle_timeout_s",
+                              "idle_timeout_s is the old name of stop_after_s: give one of them");
+                goto fail;
+        }
+        r = seconds_field(
+                root, json_object_get(root, "idle_timeout_s") ? "idle_timeout_s" : "stop_after_s",
+                BODY_STOP_AFTER_MAX_S, &out.stop_after_ms, err);
         if (r < 0)
                 goto fail;
         v = json_object_get(root, "env");

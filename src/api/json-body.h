@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define BODY_TIMEOUT_MAX_S 3600
-#define BODY_IDLE_TIMEOUT_MAX_S 86400
+#define BODY_STOP_AFTER_MAX_S 86400
 #define BODY_ENV_MAX 256
 #define BODY_ENV_NAME_MAX 256
 #define BODY_ENV_VALUE_MAX (64 * 1024)
@@ -55,11 +55,12 @@ struct exec_body {
 int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_root,
                     struct exec_body *ret, struct body_error *err);
 
-/* POST /v1/sessions: profile, idle_timeout_s, env. ret->env is a new NULL-terminated vector of
- * "NAME=value" strings (or NULL when absent); free it with strv_free(). */
+/* POST /v1/sessions: profile, stop_after_s (or its old name idle_timeout_s), env. ret->env is a new
+ * NULL-terminated vector of "NAME=value" strings (or NULL when absent); free it with strv_free().
+ */
 struct session_body {
-        const char *profile;      /* NULL = the default profile; borrowed from *ret_root */
-        uint64_t idle_timeout_ms; /* 0 = the daemon's default */
+        const char *profile;    /* NULL = the default profile; borrowed from *ret_root */
+        uint64_t stop_after_ms; /* 0 = the daemon's default */
         char **env;
 };
 

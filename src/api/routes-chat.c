@@ -72,14 +72,15 @@ int api_handle_chat_completions(struct api_request *req)
                 id = header;
         }
         if (id) {
-                struct session *s = NULL;
+                /* A stopped session counts: its next tool call resumes it. */
+                json_t *desc = session_describe_id(req->srv->mgr, id);
 
-                if (session_lookup(req->srv->mgr, id, &s) < 0) {
+                if (!desc) {
                         r = api_reply_session_gone(req, id);
                         json_decref(body);
                         return r;
                 }
-                session_unref(s);
+                json_decref(desc);
         }
 
         r = tools_backend_local_new(req->srv->mgr, &backend);

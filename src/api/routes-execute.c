@@ -510,11 +510,11 @@ int api_handle_session_execute(struct api_request *req)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, berr.field, "%s", berr.msg);
         if (r < 0)
                 return r;
-        r = session_lookup(req->srv->mgr, req->params.id, &s);
+        r = session_lookup(req->srv->mgr, req->params.id, &s, &err);
         if (r < 0) {
                 json_decref(root);
                 return r == -ENOENT ? api_reply_session_gone(req, req->params.id)
-                                    : api_reply_errno(req, r, NULL, NULL);
+                                    : api_reply_errno(req, r, NULL, err.msg);
         }
 
         if (wants_stream(req)) {

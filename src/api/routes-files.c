@@ -54,14 +54,15 @@ static int reply_file_errno(struct api_request *req, int r, const char *path,
  * Returns 1 with a reference in *ret_s, 0 when a reply was queued, or -errno. */
 static int lookup_session(struct api_request *req, struct session **ret_s)
 {
-        int r = session_lookup(req->srv->mgr, req->params.id, ret_s);
+        struct airlock_error err = { { 0 } };
+        int r = session_lookup(req->srv->mgr, req->params.id, ret_s, &err);
 
         if (r == -ENOENT) {
                 r = api_reply_session_gone(req, req->params.id);
                 return r < 0 ? r : 0;
         }
         if (r < 0) {
-                r = api_reply_errno(req, r, NULL, NULL);
+                r = api_reply_errno(req, r, NULL, err.msg);
                 return r < 0 ? r : 0;
         }
         return 1;

@@ -1,6 +1,6 @@
-/* The session routes: create, list, inspect, delete, interrupt. Thin on purpose: validation
- * is json-body.c's, lifecycle is session.c's; this file maps one onto the other and each errno
- * onto the status DESIGN.md section 4 promises. */
+/* The session routes: create, list, inspect, delete, interrupt, stop, resume and fork. Thin on
+ * purpose: validation is json-body.c's, lifecycle is the session module's; this file maps one
+ * onto the other and each errno onto the status DESIGN.md section 4 and docs/API.md promise. */
 #include "api-internal.h"
 
 #include "base/cleanup.h"
@@ -23,7 +23,7 @@ static const char *field_in_message(const char *msg, const char *const *candidat
 
 int api_handle_session_create(struct api_request *req)
 {
-        static const char *const fields[] = { "idle_timeout_s", "profile", "env", NULL };
+        static const char *const fields[] = { "stop_after_s", "profile", "env", NULL };
         _cleanup_strv_free_ char **env = NULL;
         struct airlock_error err = { { 0 } };
         struct body_error berr = { { 0 } };
@@ -39,12 +39,11 @@ int api_handle_session_create(struct api_request *req)
         if (r < 0)
                 return r;
         env = body.env;
-        r = session_create(
-                req->srv->mgr,
-                &(struct session_create_options){ .profile = body.profile,
-                                                  .idle_timeout_ms = body.idle_timeout_ms,
-                                                  .env = env },
-                &s, &err);
+        r = session_create(req->srv->mgr,
+                           &(struct session_create_options){ .profile = body.profile,
+                                                             .stop_after_ms = body.stop_after_ms,
+                                                             .env = env },
+                           &s, &err);
         json_decref(root);
         if (r == -ENOENT)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "profile", "%s",
@@ -66,8 +65,17 @@ int api_handle_session_create(struct api_request *req)
 
 int api_handle_session_list(struct api_request *req)
 {
-        json_t *list = session_list(req->srv->mgr);
+        static const char *const states[] = { "idle", "busy", "stopped", "live", NULL };
+        const char *state = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "state");
+        json_t *list;
+        bool known = !state;
 
+        for (size_t i = 0; state && states[i]; i++)
+                known |= strcmp(state, states[i]) == 0;
+        if (!known)
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "state",
+                                       "state: expected idle, busy, stopped or live");
+        list = session_list(req->srv->mgr, state);
         if (!list)
                 return -ENOMEM;
         return api_reply_json(req, MHD_HTTP_OK, json_pack("{s:o}", "sessions", list));
@@ -75,19 +83,10 @@ int api_handle_session_list(struct api_request *req)
 
 int api_handle_session_get(struct api_request *req)
 {
-        struct session *s = NULL;
-        json_t *desc;
-        int r;
+        json_t *desc = session_describe_id(req->srv->mgr, req->params.id);
 
-        r = session_lookup(req->srv->mgr, req->params.id, &s);
-        if (r == -ENOENT)
-                return api_reply_session_gone(req, req->params.id);
-        if (r < 0)
-                return api_reply_errno(req, r, NULL, NULL);
-        desc = session_describe(s);
-        session_unref(s);
         if (!desc)
-                return -ENOMEM;
+                return api_reply_session_gone(req, req->params.id);
         return api_reply_json(req, MHD_HTTP_OK, desc);
 }
 
@@ -112,11 +111,17 @@ int api_handle_session_interrupt(struct api_request *req)
         bool was_busy;
         int r;
 
-        r = session_lookup(req->srv->mgr, req->params.id, &s);
-        if (r == -ENOENT)
-                return api_reply_session_gone(req, req->params.id);
-        if (r < 0)
-                return api_reply_errno(req, r, NULL, NULL);
+        /* Never resumes: a stopped session runs nothing to interrupt. */
+        r = session_find(req->srv->mgr, req->params.id, &s);
+        if (r == -ENOENT) {
+                desc = session_describe_id(req->srv->mgr, req->params.id);
+                if (!desc)
+                        return api_reply_session_gone(req, req->params.id);
+                json_decref(desc);
+                return api_reply_json(
+                        req, MHD_HTTP_OK,
+                        json_pack("{s:s, s:b}", "id", req->params.id, "interrupted", 0));
+        }
         desc = session_describe(s);
         state = json_string_value(json_object_get(desc, "state"));
         was_busy = state && strcmp(state, "busy") == 0;
@@ -130,4 +135,80 @@ int api_handle_session_interrupt(struct api_request *req)
         return api_reply_json(
                 req, MHD_HTTP_OK,
                 json_pack("{s:s, s:b}", "id", req->params.id, "interrupted", was_busy));
+}
+
+/* Errors of stop, resume and fork: a save that did not fit is 507 whatever the cause (the
+ * disk, or the per-session bound), a daemon without a state directory 409. */
+static int reply_lifecycle_error(struct api_request *req, int r, const struct airlock_error *err,
+                                 const char *field)
+{
+        const char *msg = err->msg[0] ? err->msg : strerror(-r);
+
+        if (r == -ENOENT)
+                return api_reply_session_gone(req, req->params.id);
+        if (r == -EFBIG || r == -ENOSPC || r == -EDQUOT)
+                return api_reply_error(req, MHD_HTTP_INSUFFICIENT_STORAGE, NULL, "%s", msg);
+        if (r == -EOPNOTSUPP)
+                return api_reply_error(req, MHD_HTTP_CONFLICT, NULL, "%s", msg);
+        return api_reply_errno(req, r, field, msg);
+}
+
+int api_handle_session_stop(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        json_t *desc = NULL;
+        int r;
+
+        r = session_stop(req->srv->mgr, req->params.id, &desc, &err);
+        if (r < 0)
+                return reply_lifecycle_error(req, r, &err, NULL);
+        return api_reply_json(req, MHD_HTTP_OK, desc);
+}
+
+int api_handle_session_resume(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        json_t *desc = NULL;
+        int r;
+
+        r = session_resume(req->srv->mgr, req->params.id, &desc, &err);
+        if (r < 0)
+                return reply_lifecycle_error(req, r, &err, NULL);
+        return api_reply_json(req, MHD_HTTP_OK, desc);
+}
+
+int api_handle_session_fork(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        json_t *root = NULL, *n_json, *children = NULL;
+        json_int_t n = 1;
+        int r;
+
+        if (req->body_len > 0) {
+                json_error_t jerr;
+                root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+                if (!json_is_object(root)) {
+                        json_decref(root);
+                        return api_reply_error(req, MHD_HTTP_BAD_REQUEST, NULL,
+                                               "the body must be a JSON object like {\"n\": 3}");
+                }
+                n_json = json_object_get(root, "n");
+                if (n_json && !json_is_integer(n_json)) {
+                        json_decref(root);
+                        return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "n",
+                                               "n: expected an integer from 1 to %d",
+                                               SESSION_FORK_MAX);
+                }
+                if (n_json)
+                        n = json_integer_value(n_json);
+                json_decref(root);
+        }
+        if (n < 1 || n > SESSION_FORK_MAX)
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "n",
+                                       "n: expected an integer from 1 to %d, got %lld",
+                                       SESSION_FORK_MAX, (long long) n);
+        r = session_fork(req->srv->mgr, req->params.id, (unsigned) n, &children, &err);
+        if (r < 0)
+                return reply_lifecycle_error(req, r, &err, "n");
+        return api_reply_json(req, MHD_HTTP_CREATED, json_pack("{s:o}", "sessions", children));
 }

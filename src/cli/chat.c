@@ -701,14 +701,14 @@ int cmd_chat(int argc, char **argv)
                         goto out;
                 /* No warm pool: the sandbox starts at the model's first tool call, if any. */
                 r = session_manager_new(
-                        &(struct session_manager_config){
-                                .features = &features,
-                                .mode = mode,
-                                .max_sessions = 4,
-                                .pool_size = 0,
-                                .default_idle_timeout_ms = 24ULL * 3600 * 1000,
-                                .max_idle_timeout_ms = 24ULL * 3600 * 1000,
-                                .interrupt_grace_ms = 2000 },
+                        &(struct session_manager_config){ .features = &features,
+                                                          .mode = mode,
+                                                          .max_sessions = 4,
+                                                          .pool_size = 0,
+                                                          .default_stop_after_ms =
+                                                                  24ULL * 3600 * 1000,
+                                                          .max_stop_after_ms = 24ULL * 3600 * 1000,
+                                                          .interrupt_grace_ms = 2000 },
                         &mgr, &err);
                 if (r < 0) {
                         fprintf(stderr, "airlock chat: cannot start sandboxes: %s\n", err.msg);

@@ -18,7 +18,7 @@ static const struct cli_command commands[] = {
         { "serve", "run the daemon: the HTTP API with persistent sessions (docs/API.md)",
           cmd_serve },
         { "exec", "run code through a running daemon, in a session (-s) or once", cmd_exec },
-        { "sessions", "list the live sessions of a running daemon", cmd_sessions },
+        { "sessions", "list, stop, resume, fork and delete sessions", cmd_sessions },
         { "chat", "talk to a model (any OpenAI-compatible endpoint) that runs code here",
           cmd_chat },
         { "mcp", "serve the tools over MCP on stdio, for MCP clients (docs/MCP.md)", cmd_mcp },

@@ -117,7 +117,7 @@ static void *stopper_main(void *userdata)
                 atomic_store(&st->stop, true);
                 log_info("%s received, ending the session", sig == SIGINT ? "SIGINT" : "SIGTERM");
                 if (st->mgr) {
-                        json_t *list = session_list(st->mgr), *s;
+                        json_t *list = session_list(st->mgr, NULL), *s;
                         size_t i;
                         json_array_foreach (list, i, s) {
                                 const char *id = json_string_value(json_object_get(s, "id"));
@@ -295,15 +295,15 @@ int cmd_mcp(int argc, char **argv)
                  * keeps us: idle reaping would only lose its variables. One warm sandbox makes
                  * the first call quick. */
                 r = session_manager_new(
-                        &(struct session_manager_config){
-                                .features = &features,
-                                .mode = mode,
-                                .max_sessions = 4,
-                                .pool_size = 1,
-                                .default_idle_timeout_ms = 24ULL * 3600 * 1000,
-                                .max_idle_timeout_ms = 24ULL * 3600 * 1000,
-                                .interrupt_grace_ms = 2000,
-                                .pool_profiles = pool },
+                        &(struct session_manager_config){ .features = &features,
+                                                          .mode = mode,
+                                                          .max_sessions = 4,
+                                                          .pool_size = 1,
+                                                          .default_stop_after_ms =
+                                                                  24ULL * 3600 * 1000,
+                                                          .max_stop_after_ms = 24ULL * 3600 * 1000,
+                                                          .interrupt_grace_ms = 2000,
+                                                          .pool_profiles = pool },
                         &mgr, &err);
                 if (r < 0) {
                         fprintf(stderr, "airlock mcp: cannot start sessions: %s\n", err.msg);

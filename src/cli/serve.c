@@ -40,7 +40,15 @@ static const char serve_help[] =
         "                          AIRLOCK_ISOLATION. none listens on loopback only\n"
         "      --max-sessions N    live sessions at most (default 64)\n"
         "      --pool-size N       warm sessions kept per profile (default 2, 0 = none)\n"
-        "      --idle-timeout S    end sessions idle this long (default 5m)\n"
+        "      --stop-after S      stop sessions idle this long (default 5m): their state\n"
+        "                          goes to disk and their next call resumes them\n"
+        "      --delete-after S    delete stopped sessions this long after they stopped\n"
+        "                          (default 5d)\n"
+        "      --checkpoint-after S  save a session's state in the background once it\n"
+        "                          was quiet this long, so a crash loses less (default\n"
+        "                          30s, 0 = never)\n"
+        "      --max-stopped-bytes N  disk one stopped session may use (default 1G)\n"
+        "      --idle-timeout S    the old name of --stop-after\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
         "\n"
         "The chat-completions gateway (POST /v1/chat/completions, docs/CHAT.md):\n"
@@ -53,7 +61,24 @@ static const char serve_help[] =
         "      --chat-require-approval  never run code: return the proposed code instead\n"
         "\n"
         "The API token is $AIRLOCK_TOKEN, else DIR/token (created on the first start and\n"
-        "printed once). SIGTERM or SIGINT stop the daemon cleanly.\n";
+        "printed once). SIGTERM or SIGINT stop the daemon cleanly: every live session is\n"
+        "stopped (saved) first, and the next daemon on the same state directory resumes it.\n"
+        "Durations: 30, 30s, 5m, 2h, 5d. Sizes: 512M, 1G.\n";
+
+/* Parses a duration flag within [min_ms, max_ms], saying what is allowed when it is not. */
+static int parse_duration_flag(const char *flag, const char *value, uint64_t min_ms,
+                               uint64_t max_ms, const char *range, uint64_t *ret_ms)
+{
+        uint64_t ms;
+
+        if (parse_duration_ms(value, &ms) < 0 || ms < min_ms || ms > max_ms) {
+                fprintf(stderr, "airlock serve: %s '%s' is not a duration between %s\n", flag,
+                        value, range);
+                return -EINVAL;
+        }
+        *ret_ms = ms;
+        return 0;
+}
 
 struct serve_args {
         const char *listen;
@@ -63,7 +88,10 @@ struct serve_args {
         size_t n_allow_hosts;
         unsigned max_sessions;
         unsigned pool_size;
-        uint64_t idle_timeout_ms;
+        uint64_t stop_after_ms;
+        uint64_t delete_after_ms;
+        uint64_t checkpoint_after_ms;
+        uint64_t max_stopped_bytes;
         const char *llm_base_url, *llm_model, *llm_api_key;
         uint64_t llm_timeout_ms;
         unsigned chat_max_rounds;
@@ -95,6 +123,10 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_MAX_SESSIONS,
                 OPT_POOL_SIZE,
                 OPT_IDLE_TIMEOUT,
+                OPT_STOP_AFTER,
+                OPT_DELETE_AFTER,
+                OPT_CHECKPOINT_AFTER,
+                OPT_MAX_STOPPED_BYTES,
                 OPT_ALLOW_HOST,
                 OPT_LLM_BASE_URL,
                 OPT_LLM_MODEL,
@@ -110,6 +142,10 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
                 { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
                 { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+                { "stop-after", required_argument, NULL, OPT_STOP_AFTER },
+                { "delete-after", required_argument, NULL, OPT_DELETE_AFTER },
+                { "checkpoint-after", required_argument, NULL, OPT_CHECKPOINT_AFTER },
+                { "max-stopped-bytes", required_argument, NULL, OPT_MAX_STOPPED_BYTES },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
                 { "llm-base-url", required_argument, NULL, OPT_LLM_BASE_URL },
                 { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
@@ -142,11 +178,31 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 return -EINVAL;
                         break;
                 case OPT_IDLE_TIMEOUT:
-                        if (parse_duration_ms(optarg, &a->idle_timeout_ms) < 0 ||
-                            a->idle_timeout_ms < 1000 || a->idle_timeout_ms > 24ULL * 3600 * 1000) {
+                case OPT_STOP_AFTER:
+                        if (parse_duration_flag(c == OPT_STOP_AFTER ? "--stop-after"
+                                                                    : "--idle-timeout",
+                                                optarg, 1000, 24ULL * 3600 * 1000,
+                                                "1s and 24h (e.g. 300, 5m)", &a->stop_after_ms) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_DELETE_AFTER:
+                        if (parse_duration_flag(
+                                    "--delete-after", optarg, 1000, 3650ULL * 24 * 3600 * 1000,
+                                    "1s and 3650d (e.g. 5d, 12h)", &a->delete_after_ms) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_CHECKPOINT_AFTER:
+                        if (parse_duration_flag("--checkpoint-after", optarg, 0,
+                                                24ULL * 3600 * 1000, "0 (never) and 24h (e.g. 30s)",
+                                                &a->checkpoint_after_ms) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_MAX_STOPPED_BYTES:
+                        if (parse_size(optarg, &a->max_stopped_bytes) < 0 ||
+                            a->max_stopped_bytes < (1u << 20)) {
                                 fprintf(stderr,
-                                        "airlock serve: --idle-timeout '%s' is not a duration "
-                                        "between 1s and 24h (e.g. 300, 5m)\n",
+                                        "airlock serve: --max-stopped-bytes '%s' is not a size "
+                                        "of at least 1M (e.g. 512M, 2G)\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -235,7 +291,10 @@ int cmd_serve(int argc, char **argv)
         struct serve_args a = { .listen = DEFAULT_LISTEN,
                                 .max_sessions = 64,
                                 .pool_size = 2,
-                                .idle_timeout_ms = 5 * 60 * 1000 };
+                                .stop_after_ms = 5 * 60 * 1000,
+                                .delete_after_ms = 5ULL * 24 * 3600 * 1000,
+                                .checkpoint_after_ms = 30 * 1000,
+                                .max_stopped_bytes = 1ULL << 30 };
         struct airlock_error err = { { 0 } };
         struct chat_config chat = {};
         struct chat_gateway_config gateway = {};
@@ -332,8 +391,11 @@ int cmd_serve(int argc, char **argv)
                                                   .mode = mode,
                                                   .max_sessions = a.max_sessions,
                                                   .pool_size = a.pool_size,
-                                                  .default_idle_timeout_ms = a.idle_timeout_ms,
-                                                  .max_idle_timeout_ms = 24ULL * 3600 * 1000,
+                                                  .default_stop_after_ms = a.stop_after_ms,
+                                                  .max_stop_after_ms = 24ULL * 3600 * 1000,
+                                                  .delete_after_ms = a.delete_after_ms,
+                                                  .checkpoint_after_ms = a.checkpoint_after_ms,
+                                                  .max_stopped_bytes = a.max_stopped_bytes,
                                                   .interrupt_grace_ms = 2000,
                                                   .state_dir = state_dir },
                 &mgr, &err);

@@ -1,5 +1,7 @@
-/* `airlock sessions`: the live sessions of a running daemon, as a table or (--json) as the
- * objects GET /v1/sessions returns. */
+/* `airlock sessions`: the sessions of a running daemon, live and stopped, as a table or (--json)
+ * as the objects GET /v1/sessions returns; and the lifecycle calls on one session (stop, resume,
+ * rm, fork), each a thin wrapper over its route (docs/API.md). The daemon decides; this file only
+ * checks arguments, sends one request and words the answer. */
 #include "cli.h"
 #include "client.h"
 
@@ -8,25 +10,334 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#define FORK_MAX 32 /* SESSION_FORK_MAX of the daemon: checked here for a clear usage error */
+
 static const char sessions_help[] =
-        "usage: airlock sessions [--json] [--url URL] [--state-dir DIR]\n"
+        "usage: airlock sessions [list] [--json] [--state STATE]\n"
+        "       airlock sessions stop ID [--json]\n"
+        "       airlock sessions resume ID [--json]\n"
+        "       airlock sessions rm ID [--json]\n"
+        "       airlock sessions fork ID [-n N] [--json]\n"
         "\n"
-        "Lists the live sessions of a running `airlock serve`: id, profile, state, number\n"
-        "of executions and how long each has been idle.\n"
+        "Without a subcommand (or with list), lists the sessions of a running\n"
+        "`airlock serve`, live and stopped: id, profile, state (idle, busy or stopped),\n"
+        "number of executions, how long a live one has been idle, and when a stopped one\n"
+        "stopped and how long until the daemon deletes it.\n"
         "\n"
-        "      --json            print the session objects of GET /v1/sessions\n"
+        "subcommands:\n"
+        "  stop ID         save the session (its /work and its variables) to disk and\n"
+        "                  free its sandbox; prints \"stopped ID\" and the names that\n"
+        "                  could not be saved. Its next call resumes it.\n"
+        "  resume ID       bring a stopped session back now; prints \"resumed ID\" (or\n"
+        "                  \"ID was already live\") and what could not be restored\n"
+        "  rm ID           delete the session, live or stopped, and its saved state\n"
+        "  fork ID         copy the session (variables and /work) into new sessions, each\n"
+        "                  in its own sandbox, and print their ids, one per line; the\n"
+        "                  session itself keeps running\n"
+        "\n"
+        "options (before or after the subcommand):\n"
+        "      --state STATE     list only the idle, busy, stopped or live (idle and busy)\n"
+        "                        sessions\n"
+        "  -n N                  fork: how many new sessions, 1 to 32; default: 1\n"
+        "      --json            print the daemon's answer instead: for the list, the\n"
+        "                        session objects of GET /v1/sessions\n"
         "      --url URL         the daemon: http://HOST:PORT or unix:/PATH; also\n"
         "                        AIRLOCK_URL; default: " CLI_DEFAULT_URL "\n"
         "      --state-dir DIR   where the daemon keeps its token (when AIRLOCK_TOKEN is\n"
-        "                        not set)\n";
+        "                        not set)\n"
+        "\n"
+        "exit status: 0 done; 1 the daemon refused (its error is printed: unknown or\n"
+        "deleted session, busy session, disk full...) or could not be reached; 2 bad\n"
+        "arguments.\n";
+
+enum sessions_verb {
+        VERB_LIST,
+        VERB_STOP,
+        VERB_RESUME,
+        VERB_RM,
+        VERB_FORK,
+};
+
+/* The call each verb makes on /v1/sessions/ID (the list: on /v1/sessions). */
+struct sessions_route {
+        const char *name;
+        const char *method;
+        const char *suffix;
+};
+
+static const struct sessions_route verbs[] = {
+        [VERB_LIST] = { .name = "list", .method = "GET", .suffix = NULL },
+        [VERB_STOP] = { .name = "stop", .method = "POST", .suffix = "/stop" },
+        [VERB_RESUME] = { .name = "resume", .method = "POST", .suffix = "/resume" },
+        [VERB_RM] = { .name = "rm", .method = "DELETE", .suffix = "" },
+        [VERB_FORK] = { .name = "fork", .method = "POST", .suffix = "/fork" },
+};
+
+struct sessions_args {
+        enum sessions_verb verb;
+        const char *id;
+        const char *state; /* list filter; NULL = every session */
+        unsigned n;        /* fork; 0 = not given */
+        const char *url;
+        const char *state_dir;
+        bool json;
+};
+
+/* Prints "airlock sessions: <why>" and the hint, for a usage error; returns -EINVAL. */
+static __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...)
+{
+        va_list ap;
+
+        fputs("airlock sessions: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs("\nTry 'airlock sessions --help'.\n", stderr);
+        return -EINVAL;
+}
+
+/* Session ids go into the URL path: only the characters the daemon uses, and never "." or "..",
+ * which curl would resolve into another route. */
+static bool session_id_is_valid(const char *id)
+{
+        size_t len = strlen(id);
+
+        if (len == 0 || len > 64 || strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
+                return false;
+        return strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
+               len;
+}
+
+/* Returns 0, 1 when --help was printed, or -EINVAL after printing a usage error. */
+static int parse_args(int argc, char **argv, struct sessions_args *a)
+{
+        enum { OPT_JSON = 256, OPT_STATE, OPT_URL, OPT_STATE_DIR };
+        static const struct option opts[] = {
+                { "json", no_argument, NULL, OPT_JSON },
+                { "state", required_argument, NULL, OPT_STATE },
+                { "url", required_argument, NULL, OPT_URL },
+                { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        static const char *const states[] = { "idle", "busy", "stopped", "live" };
+        const char *pos[3] = { NULL }, *n_arg = NULL;
+        size_t n_pos = 0;
+        bool known;
+        int opt;
+
+        /* The leading '-' hands over each argument that is not an option, in order, so options
+         * may come before or after the subcommand even under POSIXLY_CORRECT. */
+        while ((opt = getopt_long(argc, argv, "-hn:", opts, NULL)) != -1) {
+                switch (opt) {
+                case 1:
+                        if (n_pos < ELEMENTSOF(pos))
+                                pos[n_pos] = optarg;
+                        n_pos++;
+                        break;
+                case 'n':
+                        n_arg = optarg;
+                        break;
+                case OPT_JSON:
+                        a->json = true;
+                        break;
+                case OPT_STATE:
+                        a->state = optarg;
+                        break;
+                case OPT_URL:
+                        a->url = optarg;
+                        break;
+                case OPT_STATE_DIR:
+                        a->state_dir = optarg;
+                        break;
+                case 'h':
+                        fputs(sessions_help, stdout);
+                        return 1;
+                default:
+                        fputs("Try 'airlock sessions --help'.\n", stderr);
+                        return -EINVAL;
+                }
+        }
+        /* What follows "--". */
+        for (; optind < argc; optind++) {
+                if (n_pos < ELEMENTSOF(pos))
+                        pos[n_pos] = argv[optind];
+                n_pos++;
+        }
+
+        a->verb = VERB_LIST;
+        if (n_pos > 0) {
+                size_t i;
+
+                for (i = 0; i < ELEMENTSOF(verbs); i++)
+                        if (strcmp(pos[0], verbs[i].name) == 0)
+                                break;
+                if (i == ELEMENTSOF(verbs))
+                        return usage_error("unknown subcommand '%s' (expected list, stop, resume, "
+                                           "rm or fork)",
+                                           pos[0]);
+                a->verb = (enum sessions_verb) i;
+        }
+        if (a->verb == VERB_LIST) {
+                if (n_pos > 1)
+                        return usage_error("unexpected argument '%s'", pos[1]);
+        } else {
+                if (n_pos < 2)
+                        return usage_error("%s: missing the session ID", verbs[a->verb].name);
+                if (n_pos > 2)
+                        return usage_error("%s: unexpected argument '%s' (one session ID only)",
+                                           verbs[a->verb].name, pos[2]);
+                if (!session_id_is_valid(pos[1]))
+                        return usage_error("'%s' is not a session id", pos[1]);
+                a->id = pos[1];
+        }
+
+        if (a->state) {
+                if (a->verb != VERB_LIST)
+                        return usage_error("--state only filters the list, not %s",
+                                           verbs[a->verb].name);
+                known = false;
+                for (size_t i = 0; i < ELEMENTSOF(states); i++)
+                        known |= strcmp(a->state, states[i]) == 0;
+                if (!known)
+                        return usage_error("--state must be idle, busy, stopped or live, not '%s'",
+                                           a->state);
+        }
+        if (n_arg) {
+                char *end;
+                long n;
+
+                if (a->verb != VERB_FORK)
+                        return usage_error("-n only applies to fork");
+                errno = 0;
+                n = strtol(n_arg, &end, 10);
+                if (n_arg[0] < '0' || n_arg[0] > '9' || *end || errno || n < 1 || n > FORK_MAX)
+                        return usage_error("-n must be a whole number from 1 to %d, not '%s'",
+                                           FORK_MAX, n_arg);
+                a->n = (unsigned) n;
+        }
+        return 0;
+}
+
+/* Prints text from the daemon on the current line, with C0 and C1 controls (newlines too) shown
+ * as ^X or U+FFFD: lost names and resume errors come from inside the sandbox and must not drive
+ * the user's terminal (HOSTILE.md row 34). jansson has already checked it is valid UTF-8. */
+static void put_safe(FILE *f, const char *text)
+{
+        const unsigned char *s = (const unsigned char *) text;
+
+        for (; *s; s++) {
+                if (*s < 0x20 || *s == 0x7f) {
+                        fputc('^', f);
+                        fputc(*s == 0x7f ? '?' : *s + '@', f);
+                } else if (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) {
+                        fputs("\xef\xbf\xbd", f);
+                        s++;
+                } else {
+                        fputc(*s, f);
+                }
+        }
+}
+
+/* Prints "<prefix>a, b, c" for a non-empty array of strings; nothing otherwise. */
+static void put_names(FILE *f, const char *prefix, json_t *names)
+{
+        json_t *name;
+        size_t i;
+        bool first = true;
+
+        json_array_foreach (names, i, name) {
+                if (!json_is_string(name))
+                        continue;
+                fputs(first ? prefix : ", ", f);
+                put_safe(f, json_string_value(name));
+                first = false;
+        }
+}
+
+/* Prints why the daemon refused a call, as "airlock sessions: <its error>". A 404 on a
+ * session's route says the session is not found, with the daemon's reason (unknown, deleted,
+ * lost). */
+static void print_refusal(struct cli_client *c, const struct cli_response *resp,
+                          const struct sessions_args *a)
+{
+        _cleanup_(json_decrefp) json_t *obj = NULL;
+        const char *msg, *reason;
+
+        obj = resp->body ? json_loadb(resp->body, resp->len, 0, NULL) : NULL;
+        msg = json_string_value(json_object_get(obj, "error"));
+        reason = json_string_value(json_object_get(obj, "reason"));
+        if (!msg || resp->status == 401) {
+                /* Nothing of the daemon's to show, or a token problem: the client's wording,
+                 * which names the URL and where the token was looked for. */
+                cli_client_print_error(c, resp);
+                return;
+        }
+
+        fputs("airlock sessions: ", stderr);
+        if (resp->status == 404 && a->id && strncmp(msg, "no such route", 13) != 0) {
+                fprintf(stderr, "session %s not found: ", a->id);
+                put_safe(stderr, msg);
+                if (reason && !strstr(msg, reason)) {
+                        fputs(" (", stderr);
+                        put_safe(stderr, reason);
+                        fputc(')', stderr);
+                }
+        } else {
+                put_safe(stderr, msg);
+                if (resp->status == 404)
+                        fputs(" (is the daemon older than this client?)", stderr);
+                else if (resp->status == 507 && a->verb == VERB_STOP)
+                        fputs(" (the session was not stopped and is still live)", stderr);
+        }
+        fputc('\n', stderr);
+}
+
+/* Sends one call and parses its answer. Returns 0 with *ret_reply (a JSON object; the caller
+ * releases it with json_decref()), or -errno after printing why. */
+static int sessions_call(struct cli_client *c, const struct sessions_args *a, const char *path,
+                         const char *body, json_t **ret_reply)
+{
+        struct cli_response resp = { 0 };
+        json_t *reply;
+        int r;
+
+        r = cli_client_request(c, verbs[a->verb].method, path, body, body ? strlen(body) : 0, NULL,
+                               NULL, &resp);
+        if (r < 0)
+                return r;
+        if (resp.status < 200 || resp.status > 299) {
+                print_refusal(c, &resp, a);
+                free(resp.body);
+                return -EPROTO;
+        }
+        reply = json_loadb(resp.body ? resp.body : "", resp.len, 0, NULL);
+        free(resp.body);
+        if (!json_is_object(reply)) {
+                json_decref(reply);
+                fprintf(stderr, "airlock sessions: the daemon's reply is not a JSON object\n");
+                return -EBADMSG;
+        }
+        *ret_reply = reply;
+        return 0;
+}
+
+static void print_json(json_t *v)
+{
+        _cleanup_free_ char *text = json_dumps(v, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+
+        if (text)
+                puts(text);
+}
 
 /* Seconds since the epoch of an RFC 3339 time ("2025-01-01T12:00:00.123Z", or with an offset
- * "+02:00"), or -1. */
+ * "+02:00"), or -1 (also for null or a missing field). */
 static time_t parse_rfc3339(const char *s)
 {
         struct tm tm = { 0 };
@@ -61,100 +372,182 @@ static void format_duration(long s, char *buf, size_t size)
                 (void) snprintf(buf, size, "%lds", s);
         else if (s < 3600)
                 (void) snprintf(buf, size, "%ldm%02lds", s / 60, s % 60);
-        else
+        else if (s < 86400)
                 (void) snprintf(buf, size, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+        else
+                (void) snprintf(buf, size, "%ldd%02ldh", s / 86400, (s % 86400) / 3600);
 }
 
-int cmd_sessions(int argc, char **argv)
+static time_t time_field(json_t *s, const char *key)
 {
-        enum { OPT_JSON = 256, OPT_URL, OPT_STATE_DIR };
-        static const struct option opts[] = {
-                { "json", no_argument, NULL, OPT_JSON },
-                { "url", required_argument, NULL, OPT_URL },
-                { "state-dir", required_argument, NULL, OPT_STATE_DIR },
-                { "help", no_argument, NULL, 'h' },
-                {},
-        };
-        const char *url = NULL, *state_dir = NULL;
-        struct cli_response resp = { 0 };
-        struct cli_client *c = NULL;
-        json_t *reply = NULL, *list, *s;
-        bool as_json = false;
-        int opt, status = EXIT_USAGE;
+        return parse_rfc3339(json_string_value(json_object_get(s, key)));
+}
+
+static void print_table(json_t *list)
+{
+        time_t now = time(NULL);
+        json_t *s;
         size_t i;
 
-        while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                switch (opt) {
-                case OPT_JSON:
-                        as_json = true;
-                        break;
-                case OPT_URL:
-                        url = optarg;
-                        break;
-                case OPT_STATE_DIR:
-                        state_dir = optarg;
-                        break;
-                case 'h':
-                        fputs(sessions_help, stdout);
-                        return 0;
-                default:
-                        fputs("Try 'airlock sessions --help'.\n", stderr);
-                        return EXIT_USAGE;
-                }
-        }
-        if (optind != argc) {
-                fprintf(stderr, "airlock sessions: unexpected argument '%s'\n", argv[optind]);
-                return EXIT_USAGE;
-        }
-
-        if (cli_client_new("sessions", url, state_dir, &c) < 0)
-                return EXIT_USAGE;
-        if (cli_client_request(c, "GET", "/v1/sessions", NULL, 0, NULL, NULL, &resp) < 0)
-                goto out;
-        if (resp.status != 200) {
-                cli_client_print_error(c, &resp);
-                goto out;
-        }
-        reply = json_loadb(resp.body ? resp.body : "", resp.len, 0, NULL);
-        list = json_object_get(reply, "sessions");
-        if (!json_is_array(list)) {
-                fprintf(stderr, "airlock sessions: the daemon's reply has no session list\n");
-                goto out;
-        }
-
-        if (as_json) {
-                char *text = json_dumps(list, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-                if (text) {
-                        puts(text);
-                        free(text);
-                }
-                status = 0;
-                goto out;
-        }
-        if (json_array_size(list) == 0) {
-                printf("no sessions\n");
-                status = 0;
-                goto out;
-        }
-        printf("%-28s %-16s %-6s %10s  %s\n", "ID", "PROFILE", "STATE", "EXECUTIONS", "IDLE FOR");
+        printf("%-28s %-16s %-7s %10s  %-8s  %-10s  %s\n", "ID", "PROFILE", "STATE", "EXECUTIONS",
+               "IDLE FOR", "STOPPED", "DELETE IN");
         json_array_foreach (list, i, s) {
                 const char *id = json_string_value(json_object_get(s, "id"));
                 const char *profile = json_string_value(json_object_get(s, "profile"));
                 const char *state = json_string_value(json_object_get(s, "state"));
-                time_t last = parse_rfc3339(json_string_value(json_object_get(s, "last_used_at")));
-                char idle[32];
+                char idle[32] = "-", stopped[40] = "-", delete_in[32] = "-";
 
-                format_duration(last < 0 ? -1 : (long) (time(NULL) - last), idle, sizeof(idle));
-                if (state && strcmp(state, "busy") == 0)
-                        (void) snprintf(idle, sizeof(idle), "-");
-                printf("%-28s %-16s %-6s %10lld  %s\n", id ? id : "?", profile ? profile : "?",
-                       state ? state : "?",
-                       (long long) json_integer_value(json_object_get(s, "execution_count")), idle);
+                if (state && strcmp(state, "stopped") == 0) {
+                        time_t at = time_field(s, "stopped_at");
+                        time_t del = time_field(s, "delete_at");
+
+                        if (at >= 0) {
+                                char ago[32];
+
+                                /* A clock a little behind the daemon's is not "-". */
+                                format_duration(now > at ? (long) (now - at) : 0, ago, sizeof(ago));
+                                (void) snprintf(stopped, sizeof(stopped), "%s ago", ago);
+                        }
+                        if (del >= 0 && del <= now)
+                                (void) snprintf(delete_in, sizeof(delete_in), "due");
+                        else if (del >= 0)
+                                format_duration((long) (del - now), delete_in, sizeof(delete_in));
+                } else if (!state || strcmp(state, "busy") != 0) {
+                        time_t last = time_field(s, "last_used_at");
+                        format_duration(last < 0 ? -1 : (long) (now - last), idle, sizeof(idle));
+                }
+                printf("%-28s %-16s %-7s %10lld  %-8s  %-10s  %s\n", id ? id : "?",
+                       profile ? profile : "?", state ? state : "?",
+                       (long long) json_integer_value(json_object_get(s, "execution_count")), idle,
+                       stopped, delete_in);
         }
-        status = 0;
-out:
-        json_decref(reply);
-        free(resp.body);
+}
+
+static int sessions_list(struct cli_client *c, const struct sessions_args *a)
+{
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        char path[64];
+        json_t *list;
+        int r;
+
+        /* a->state is one of four words (parse_args): nothing to escape. */
+        (void) snprintf(path, sizeof(path), "/v1/sessions%s%s", a->state ? "?state=" : "",
+                        a->state ? a->state : "");
+        r = sessions_call(c, a, path, NULL, &reply);
+        if (r < 0)
+                return r;
+        list = json_object_get(reply, "sessions");
+        if (!json_is_array(list)) {
+                fprintf(stderr, "airlock sessions: the daemon's reply has no session list\n");
+                return -EBADMSG;
+        }
+
+        if (a->json)
+                print_json(list);
+        else if (json_array_size(list) == 0)
+                printf("no %s%ssessions\n", a->state ? a->state : "", a->state ? " " : "");
+        else
+                print_table(list);
+        return 0;
+}
+
+/* stop, resume, rm and fork: one call on /v1/sessions/ID, then one line (fork: one id a line). */
+static int sessions_act(struct cli_client *c, const struct sessions_args *a)
+{
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        char path[128], body[32];
+        const char *id, *error;
+        json_t *list, *s;
+        size_t i;
+        int r;
+
+        (void) snprintf(path, sizeof(path), "/v1/sessions/%s%s", a->id, verbs[a->verb].suffix);
+        /* Stop and resume take no body; an empty one still sends "Content-Length: 0". */
+        (void) snprintf(body, sizeof(body), "{\"n\": %u}", a->n ? a->n : 1);
+        r = sessions_call(c, a, path,
+                          a->verb == VERB_FORK ? body
+                          : a->verb == VERB_RM ? NULL
+                                               : "",
+                          &reply);
+        if (r < 0)
+                return r;
+        if (a->json) {
+                print_json(reply);
+                return 0;
+        }
+
+        id = json_string_value(json_object_get(reply, "id"));
+        if (!id)
+                id = a->id;
+        switch (a->verb) {
+        case VERB_STOP:
+                fputs("stopped ", stdout);
+                put_safe(stdout, id);
+                put_names(stdout, "; not saved: ", json_object_get(reply, "lost_names"));
+                break;
+        case VERB_RESUME:
+                if (json_is_false(json_object_get(reply, "resumed"))) {
+                        /* Nothing was restored, so nothing was lost: lost_names then only
+                         * tells what the last checkpoint could not save (see --json). */
+                        put_safe(stdout, id);
+                        fputs(" was already live", stdout);
+                } else {
+                        fputs("resumed ", stdout);
+                        put_safe(stdout, id);
+                        put_names(stdout, "; not saved: ", json_object_get(reply, "lost_names"));
+                }
+                error = json_string_value(json_object_get(reply, "resume_error"));
+                if (error) {
+                        fputs("; resume error: ", stdout);
+                        put_safe(stdout, error);
+                }
+                break;
+        case VERB_RM:
+                fputs("deleted ", stdout);
+                put_safe(stdout, id);
+                break;
+        case VERB_FORK:
+                list = json_object_get(reply, "sessions");
+                if (!json_is_array(list) || json_array_size(list) == 0) {
+                        fprintf(stderr, "airlock sessions: the daemon's reply has no new "
+                                        "sessions\n");
+                        return -EBADMSG;
+                }
+                /* The ids alone on stdout, for $(airlock sessions fork ...); what the copies
+                 * lack goes to stderr, once (every copy lacks the same names). */
+                json_array_foreach (list, i, s) {
+                        const char *child = json_string_value(json_object_get(s, "id"));
+                        put_safe(stdout, child ? child : "?");
+                        fputc('\n', stdout);
+                }
+                s = json_object_get(json_array_get(list, 0), "lost_names");
+                if (json_array_size(s) > 0) {
+                        put_names(stderr, "airlock sessions: not copied: ", s);
+                        fputc('\n', stderr);
+                }
+                return 0;
+        case VERB_LIST:
+                break;
+        }
+        fputc('\n', stdout);
+        return 0;
+}
+
+int cmd_sessions(int argc, char **argv)
+{
+        struct sessions_args a = { 0 };
+        struct cli_client *c = NULL;
+        int r;
+
+        r = parse_args(argc, argv, &a);
+        if (r < 0)
+                return EXIT_USAGE;
+        if (r > 0)
+                return 0;
+
+        if (cli_client_new("sessions", a.url, a.state_dir, &c) < 0)
+                return EXIT_FAILURE;
+        r = a.verb == VERB_LIST ? sessions_list(c, &a) : sessions_act(c, &a);
         cli_client_free(c);
-        return status;
+        return r < 0 ? EXIT_FAILURE : 0;
 }

@@ -408,8 +408,106 @@ py_fail:
         return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
 }
 
+/* Calls cell_module.name(fd, *args_json) where args_json is a JSON array turned into Python
+ * values by the json module (so dicts and lists need no converter of our own), and returns the
+ * answer as JSON with op set, or a fatal frame. fd goes to Python, which closes it. */
+static json_t *call_with_fd(const char *name, int fd, json_t *args, const char *op)
+{
+        _cleanup_pydecref_ PyObject *json_mod = NULL, *loads = NULL, *pyargs = NULL,
+                                    *callargs = NULL, *func = NULL, *res = NULL, *text = NULL;
+        _cleanup_free_ char *dumped = NULL;
+        char msg[1024];
+        json_t *out;
+
+        dumped = json_dumps(args, JSON_COMPACT);
+        json_mod = PyImport_ImportModule("json");
+        if (!dumped || !json_mod)
+                goto py_fail;
+        text = PyUnicode_FromString(dumped);
+        pyargs = text ? PyObject_CallMethod(json_mod, "loads", "O", text) : NULL;
+        if (!pyargs || !PyList_Check(pyargs))
+                goto py_fail;
+        callargs = PyList_New(0);
+        {
+                _cleanup_pydecref_ PyObject *pyfd = PyLong_FromLong(fd);
+                if (!callargs || !pyfd || PyList_Append(callargs, pyfd) < 0)
+                        goto py_fail;
+        }
+        fd = -1; /* Python's now */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pyargs); i++)
+                if (PyList_Append(callargs, PyList_GET_ITEM(pyargs, i)) < 0)
+                        goto py_fail;
+        func = PyObject_GetAttrString(cell_module, name);
+        if (func) {
+                _cleanup_pydecref_ PyObject *tuple = PyList_AsTuple(callargs);
+                res = tuple ? PyObject_CallObject(func, tuple) : NULL;
+        }
+        if (!res)
+                goto py_fail;
+        out = py_to_json(res, 0);
+        if (!out || !json_is_object(out)) {
+                json_decref(out);
+                return json_pack("{s:s, s:s}", "op", "fatal", "message", "bad snapshot answer");
+        }
+        json_object_set_new(out, "op", json_string(op));
+        return out;
+py_fail:
+        if (fd >= 0)
+                (void) close(fd);
+        python_error_string(msg, sizeof(msg));
+        return json_pack("{s:s, s:s}", "op", op, "error", msg);
+}
+
+/* Saves the session: its Python variables go down the pipe fd (the daemon bounds and stores
+ * them), the shell's state rides in the answer. */
+static json_t *handle_snapshot(int fd)
+{
+        _cleanup_free_ char *bash = shell_export_state();
+        json_t *args = json_pack("[o]", bash ? json_string(bash) : json_null());
+
+        if (!args) {
+                (void) close(fd);
+                return NULL;
+        }
+        json_t *out = call_with_fd("snapshot", fd, args, "snapshot_done");
+        json_decref(args);
+        return out;
+}
+
+/* Loads a saved session from the file fd (its own saved state: the daemon never parses it). */
+static json_t *handle_restore(json_t *req, int fd)
+{
+        json_t *args, *out;
+        const char *bash = json_string_value(json_object_get(req, "bash"));
+
+        shell_set_restore(bash);
+        args = json_pack("[O, O, O, O, O, b]", json_object_get(req, "offset"),
+                         json_object_get(req, "size"), json_object_get(req, "modules"),
+                         json_object_get(req, "lost_names"), json_object_get(req, "count"),
+                         json_is_true(json_object_get(req, "reseed")));
+        if (!args) {
+                if (fd >= 0)
+                        (void) close(fd);
+                return json_pack("{s:s, s:s}", "op", "restored", "error", "bad restore request");
+        }
+        out = call_with_fd("restore", fd, args, "restored");
+        json_decref(args);
+        return out;
+}
+
+/* A pool member runs a session's first-call path once before it is handed over (see warmup()
+ * in airlock_cell.py). Whatever goes wrong there only costs the speed-up. */
+static json_t *handle_warmup(void)
+{
+        _cleanup_pydecref_ PyObject *res = PyObject_CallMethod(cell_module, "warmup", NULL);
+
+        if (!res)
+                PyErr_Clear();
+        return json_pack("{s:s}", "op", "ok");
+}
+
 /* Waits for the next request; a zygote wakes up every second to reap finished sessions. */
-static int next_request(bool zygote, json_t **ret_req)
+static int next_request(bool zygote, json_t **ret_req, int *ret_fd)
 {
         while (zygote) {
                 struct pollfd pfd = { .fd = CTL_FD, .events = POLLIN };
@@ -421,7 +519,11 @@ static int next_request(bool zygote, json_t **ret_req)
                 if (n < 0 && saved != EINTR)
                         return -saved;
         }
-        return wire_recv(CTL_FD, REQUEST_MAX, ret_req);
+        size_t n_fds = 0;
+        int fds[1] = { -1 };
+        int r = wire_recv_ex(CTL_FD, REQUEST_MAX, ret_req, fds, 1, &n_fds, NULL);
+        *ret_fd = r >= 0 && n_fds == 1 ? fds[0] : -1;
+        return r;
 }
 
 static json_t *handle_zygote_init(json_t *req)
@@ -491,8 +593,9 @@ int main(int argc, char **argv)
         for (;;) {
                 _cleanup_json_ json_t *req = NULL, *resp = NULL;
                 const char *op;
+                int fd = -1;
 
-                r = next_request(zygote, &req);
+                r = next_request(zygote, &req, &fd);
                 if (r == -EPIPE)
                         break; /* the driver is done with us */
                 if (r < 0) {
@@ -519,8 +622,16 @@ int main(int argc, char **argv)
                         resp = handle_exec(req);
                 else if (op && strcmp(op, "setenv") == 0 && !zygote)
                         resp = handle_setenv(req);
+                else if (op && strcmp(op, "warmup") == 0 && !zygote)
+                        resp = handle_warmup();
+                else if (op && strcmp(op, "snapshot") == 0 && !zygote && fd >= 0)
+                        resp = handle_snapshot(TAKE_FD(fd));
+                else if (op && strcmp(op, "restore") == 0 && !zygote && fd >= 0)
+                        resp = handle_restore(req, TAKE_FD(fd));
                 else
                         resp = json_pack("{s:s, s:s}", "op", "fatal", "message", "unknown op");
+                if (fd >= 0)
+                        (void) close(fd); /* an fd the request had no use for */
                 if (!resp) {
                         (void) send_fatal("out of memory", NULL);
                         return 1;

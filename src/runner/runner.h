@@ -7,6 +7,14 @@
  * Returns a new result object {"status","exit_code","error"} (caller decrefs). */
 json_t *shell_run(const char *code);
 
+/* The bash shell's state as a script that recreates it (its exported variables, then a cd to
+ * its working directory), for a session that stops. A new string (caller frees), or NULL when
+ * no shell has run. Only call between cells. */
+char *shell_export_state(void);
+
+/* Makes the next shell started source script first (a resumed session's shell state). */
+void shell_set_restore(const char *script);
+
 /* Zygote mode (zygote.c). zygote_prepare() reads the kernel features from the init request and
  * compiles the seccomp filter; zygote_fork() makes a session for a fork request and returns 0 in
  * the zygote (or -errno), 1 in the session's Python process, which then serves cells on fd 3;

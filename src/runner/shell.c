@@ -27,6 +27,9 @@
 
 #define SHELL_DIR "/tmp/.airlock-bash"
 #define SHELL_CELL SHELL_DIR "/cell.sh"
+#define SHELL_STATE SHELL_DIR "/state.sh"
+#define SHELL_RESTORE SHELL_DIR "/restore.sh"
+#define SHELL_STATE_MAX (1u << 20)
 #define SHELL_STATUS_FD 9
 
 extern char **environ;
@@ -39,11 +42,16 @@ static struct {
 
 static volatile sig_atomic_t shell_pgid;
 
+/* A saved shell state (see shell_set_restore) that the next shell started sources first. */
+static char *restore_script;
+
 static void forward_sigint(int sig)
 {
         if (shell_pgid > 0)
                 (void) kill(-shell_pgid, sig);
 }
+
+static int write_script(const char *path, const char *code);
 
 static void shell_reset(void)
 {
@@ -100,17 +108,28 @@ static int shell_start(void)
                 shell_reset();
                 return -EPIPE;
         }
+        if (restore_script) {
+                /* A resumed session's shell: its variables and directory come back before its
+                 * first cell. The script is the session's own (shell_export_state). */
+                static const char source[] =
+                        "builtin source " SHELL_RESTORE " </dev/null >/dev/null 2>&1; "
+                        "command rm -f " SHELL_RESTORE "\n";
+                if (write_script(SHELL_RESTORE, restore_script) == 0)
+                        (void) write_full(shell.cmd_fd, source, sizeof(source) - 1);
+                free(restore_script);
+                restore_script = NULL;
+        }
         return 0;
 }
 
-static int write_cell_file(const char *code)
+static int write_script(const char *path, const char *code)
 {
         int fd, r;
 
         if (mkdir(SHELL_DIR, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        (void) unlink(SHELL_CELL); /* whatever user code put there, start from a new file */
-        fd = open(SHELL_CELL, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        (void) unlink(path); /* whatever user code put there, start from a new file */
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
         r = write_full(fd, code, strlen(code));
@@ -165,7 +184,7 @@ json_t *shell_run(const char *code)
         struct sigaction sa = { .sa_handler = forward_sigint }, old;
         int r, code_status, wstatus = 0;
 
-        r = write_cell_file(code);
+        r = write_script(SHELL_CELL, code);
         if (r < 0)
                 return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
                                  126, "error", "name", "OSError", "value",
@@ -202,4 +221,45 @@ json_t *shell_run(const char *code)
         if (WIFSIGNALED(wstatus))
                 return status_result(128 + WTERMSIG(wstatus), true);
         return status_result(WEXITSTATUS(wstatus), true);
+}
+
+char *shell_export_state(void)
+{
+        /* builtins only: user code may have shadowed export or printf with functions. The
+         * state is written to a file rather than the output pipes, which are the user's. */
+        static const char command[] = "{ builtin export -p; builtin printf 'builtin cd -- %q\\n' "
+                                      "\"$PWD\"; } >| " SHELL_STATE " 2>/dev/null </dev/null; "
+                                      "builtin printf '0\\n' >&9\n";
+        char *buf = NULL;
+        size_t len = 0;
+        int fd;
+
+        if (shell.pid == 0)
+                return restore_script ? strdup(restore_script) : NULL;
+        (void) unlink(SHELL_STATE);
+        if (write_full(shell.cmd_fd, command, sizeof(command) - 1) < 0 || read_status() < 0)
+                return NULL;
+        fd = open(SHELL_STATE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return NULL;
+        buf = malloc(SHELL_STATE_MAX + 1);
+        while (buf && len < SHELL_STATE_MAX) {
+                ssize_t n = read(fd, buf + len, SHELL_STATE_MAX - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t) n;
+        }
+        (void) close(fd);
+        (void) unlink(SHELL_STATE);
+        if (buf)
+                buf[len] = '\0';
+        return buf;
+}
+
+void shell_set_restore(const char *script)
+{
+        free(restore_script);
+        restore_script = script && *script ? strdup(script) : NULL;
 }

@@ -831,12 +831,38 @@ void sandbox_kill(struct sandbox *sb)
         kill_internal(sb);
 }
 
-int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *err)
+/* Sends a request with no fds and waits (up to timeout_ms) for its answer frame, whose op must
+ * be want_op. Output printed meanwhile is dropped. */
+static int request_simple(struct sandbox *sb, json_t *req, const char *want_op, uint64_t timeout_ms,
+                          struct airlock_error *err)
 {
         struct capture cap = { .limit = 64 * 1024 };
-        json_t *obj = json_object(), *frame = NULL;
+        json_t *frame = NULL;
         enum drive_outcome o;
         const char *op;
+        int r;
+
+        r = send_frame(sb, req);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
+        o = drive(sb, now_ns() + timeout_ms * 1000000ULL, &cap, NULL, &frame);
+        capture_done(&cap);
+        op = o == DRIVE_FRAME ? json_string_value(json_object_get(frame, "op")) : NULL;
+        r = op && strcmp(op, want_op) == 0 ? 0 : -EIO;
+        json_decref(frame);
+        if (r < 0)
+                return airlock_error_set(err, r, "the runner did not answer as expected");
+        return 0;
+}
+
+int sandbox_warmup(struct sandbox *sb, struct airlock_error *err)
+{
+        return request_simple(sb, json_pack("{s:s}", "op", "warmup"), "ok", 30000, err);
+}
+
+int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *err)
+{
+        json_t *obj = json_object();
         int r;
 
         if (!obj)
@@ -850,14 +876,8 @@ int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *e
                 name[eq - *e] = '\0';
                 json_object_set_new(obj, name, json_string(eq + 1));
         }
-        r = send_frame(sb, json_pack("{s:s, s:o}", "op", "setenv", "env", obj));
-        if (r < 0)
-                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
-        o = drive(sb, now_ns() + 10000ULL * 1000000ULL, &cap, NULL, &frame);
-        capture_done(&cap);
-        op = o == DRIVE_FRAME ? json_string_value(json_object_get(frame, "op")) : NULL;
-        r = op && strcmp(op, "ok") == 0 ? 0 : -EIO;
-        json_decref(frame);
+        r = request_simple(sb, json_pack("{s:s, s:o}", "op", "setenv", "env", obj), "ok", 10000,
+                           err);
         if (r < 0)
                 return airlock_error_set(err, r, "the runner did not accept the environment");
         return 0;
@@ -952,4 +972,276 @@ struct sandbox *sandbox_free(struct sandbox *sb)
         free(sb->rbuf);
         free(sb);
         return NULL;
+}
+
+/* How long a runner may take to write or load a saved state: pickling is bounded by the
+ * session's memory, so this only catches a runner that stopped answering. */
+#define SNAPSHOT_TIMEOUT_MS 120000
+#define SNAPSHOT_NAMES_MAX 4096
+#define SNAPSHOT_NAME_LEN_MAX 512
+#define SNAPSHOT_BASH_MAX (1u << 20)
+
+/* Keeps only an array of short strings, at most SNAPSHOT_NAMES_MAX of them. */
+static json_t *validated_names(json_t *v)
+{
+        json_t *out = json_array(), *e;
+        size_t i;
+
+        json_array_foreach (v, i, e) {
+                if (json_array_size(out) >= SNAPSHOT_NAMES_MAX)
+                        break;
+                if (json_is_string(e) && json_string_length(e) > 0 &&
+                    json_string_length(e) <= SNAPSHOT_NAME_LEN_MAX)
+                        json_array_append(out, e);
+        }
+        return out;
+}
+
+/* The facts of a snapshot answer, each checked: the daemon stores them and hands them back to
+ * a later runner, it never acts on them itself. */
+static json_t *validated_snapshot(json_t *frame, uint64_t written, struct airlock_error *err)
+{
+        json_t *offset = json_object_get(frame, "offset"), *size = json_object_get(frame, "size");
+        json_t *modules = json_object_get(frame, "modules"), *bash = json_object_get(frame, "bash");
+        json_t *count = json_object_get(frame, "count"), *mods, *v;
+        const char *k;
+
+        if (!json_is_integer(offset) || !json_is_integer(size) || json_integer_value(offset) < 0 ||
+            json_integer_value(size) < 0 ||
+            (uint64_t) json_integer_value(offset) + (uint64_t) json_integer_value(size) > written) {
+                airlock_error_set(err, -EIO,
+                                  "the runner's account of the saved state does not "
+                                  "match what it wrote");
+                return NULL;
+        }
+        mods = json_object();
+        json_object_foreach (modules, k, v) {
+                if (json_object_size(mods) >= SNAPSHOT_NAMES_MAX)
+                        break;
+                if (strlen(k) <= SNAPSHOT_NAME_LEN_MAX && json_is_string(v) &&
+                    json_string_length(v) <= SNAPSHOT_NAME_LEN_MAX)
+                        json_object_set(mods, k, v);
+        }
+        return json_pack("{s:O, s:O, s:o, s:o, s:I, s:o}", "offset", offset, "size", size,
+                         "lost_names", validated_names(json_object_get(frame, "lost_names")),
+                         "modules", mods, "count",
+                         (json_int_t) (json_is_integer(count) && json_integer_value(count) >= 0
+                                               ? json_integer_value(count)
+                                               : 0),
+                         "bash",
+                         json_is_string(bash) && json_string_length(bash) <= SNAPSHOT_BASH_MAX
+                                 ? json_incref(bash)
+                                 : json_null());
+}
+
+/* Moves what the pipe holds into out_fd: splice where the kernel can, read/write where not.
+ * Returns bytes moved (0 at EOF), -EAGAIN when empty, or -errno. */
+static ssize_t pipe_to_file(int pipe_fd, int out_fd)
+{
+        static const size_t chunk = 1u << 20;
+        char buf[65536];
+        ssize_t n;
+
+        n = splice(pipe_fd, NULL, out_fd, NULL, chunk, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n >= 0)
+                return n;
+        if (errno == EAGAIN || errno == EINTR)
+                return -EAGAIN;
+        if (errno != EINVAL)
+                return -errno;
+        n = read(pipe_fd, buf, sizeof(buf));
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
+        if (n > 0) {
+                int r = write_full(out_fd, buf, (size_t) n);
+                if (r < 0)
+                        return r;
+        }
+        return n;
+}
+
+int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t **ret_meta,
+                     uint64_t *ret_bytes, struct airlock_error *err)
+{
+        _cleanup_close_ int rd = -EBADF, wr = -EBADF;
+        json_t *req = NULL, *frame = NULL, *meta;
+        uint64_t written = 0, deadline;
+        bool pipe_open = true, interrupted = false, over = false;
+        int p[2], r, write_error = 0;
+
+        if (!sb->alive)
+                return airlock_error_set(err, -ESRCH, "the sandbox is no longer running");
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return airlock_error_set(err, -errno, "cannot make a pipe: %m");
+        rd = p[0], wr = p[1];
+        (void) fcntl_nonblock(rd); /* the runner's end stays blocking */
+        req = json_pack("{s:s}", "op", "snapshot");
+        r = req ? wire_send_ex(sb->jail->ctl_fd, req, &wr, 1, false) : -ENOMEM;
+        json_decref(req);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
+        safe_close_fd(TAKE_FD(wr));
+
+        deadline = now_ns() + SNAPSHOT_TIMEOUT_MS * 1000000ULL;
+        while (!frame || pipe_open) {
+                struct pollfd pfd[5] = {
+                        { .fd = pipe_open ? rd : -1, .events = POLLIN },
+                        { .fd = frame ? -1 : sb->jail->ctl_fd, .events = POLLIN },
+                        { .fd = sb->jail->stdout_fd, .events = POLLIN },
+                        { .fd = sb->jail->stderr_fd, .events = POLLIN },
+                        { .fd = sb->jail->pidfd, .events = POLLIN },
+                };
+                uint64_t now = now_ns();
+                int n;
+
+                if (now >= deadline) {
+                        if (interrupted) {
+                                kill_internal(sb);
+                                json_decref(frame);
+                                return airlock_error_set(err, -ETIMEDOUT,
+                                                         "the runner did not finish saving "
+                                                         "the session and was killed");
+                        }
+                        /* __reduce__ of user objects is user code: it may hang. */
+                        (void) sandbox_interrupt(sb);
+                        interrupted = true;
+                        deadline = now + 2000ULL * 1000000ULL;
+                        continue;
+                }
+                n = poll(pfd, 5, (int) ((deadline - now) / 1000000ULL) + 1);
+                if (n < 0 && errno != EINTR)
+                        return airlock_error_set(err, -errno, "poll: %m");
+                if (n <= 0)
+                        continue;
+                /* Whatever user code printed while it was pickled is not a cell's output. */
+                for (int i = 2; i <= 3; i++)
+                        if (pfd[i].revents)
+                                (void) pump(sb, NULL, NULL, i - 1, true);
+                if (pfd[0].revents) {
+                        ssize_t got = pipe_to_file(rd, out_fd);
+                        if (got == 0 || (got < 0 && got != -EAGAIN)) {
+                                if (got < 0)
+                                        write_error = (int) got;
+                                pipe_open = false;
+                                safe_close_fd(TAKE_FD(rd)); /* the runner gets EPIPE */
+                        } else if (got > 0) {
+                                written += (uint64_t) got;
+                                if (written > max_bytes) {
+                                        over = true;
+                                        pipe_open = false;
+                                        safe_close_fd(TAKE_FD(rd));
+                                }
+                        }
+                }
+                if (pfd[1].revents) {
+                        r = frame_read(sb, &frame);
+                        if (r < 0 && r != -E2BIG) {
+                                kill_internal(sb);
+                                return airlock_error_set(err, -EIO,
+                                                         "the runner broke the protocol while "
+                                                         "saving the session");
+                        }
+                        if (r == -E2BIG) {
+                                kill_internal(sb);
+                                return airlock_error_set(err, -EIO,
+                                                         "the runner's answer to a "
+                                                         "save was too large");
+                        }
+                }
+                if (pfd[4].revents && !frame) {
+                        sb->alive = false;
+                        return airlock_error_set(err, -EIO,
+                                                 "the interpreter died while saving the session");
+                }
+        }
+
+        if (over) {
+                json_decref(frame);
+                return airlock_error_set(err, -EFBIG,
+                                         "the session's Python state is larger than %llu bytes, "
+                                         "the most a stopped session may keep",
+                                         (unsigned long long) max_bytes);
+        }
+        if (write_error) {
+                json_decref(frame);
+                return airlock_error_set(err, write_error, "cannot write the saved state: %s",
+                                         strerror(-write_error));
+        }
+        {
+                const char *op = json_string_value(json_object_get(frame, "op"));
+                const char *why = json_string_value(json_object_get(frame, "error"));
+                if (!op || strcmp(op, "snapshot_done") != 0 || why) {
+                        r = airlock_error_set(err, -EIO,
+                                              "the runner could not save the "
+                                              "session's variables: %.300s",
+                                              why ? why : "unexpected answer");
+                        json_decref(frame);
+                        return r;
+                }
+        }
+        meta = validated_snapshot(frame, written, err);
+        json_decref(frame);
+        if (!meta)
+                return -EIO;
+        *ret_meta = meta;
+        *ret_bytes = written;
+        return 0;
+}
+
+int sandbox_restore_send(struct sandbox *sb, int in_fd, const json_t *meta, bool reseed,
+                         struct airlock_error *err)
+{
+        _cleanup_close_ int fd = in_fd;
+        json_t *req;
+        int r;
+
+        if (!sb->alive)
+                return airlock_error_set(err, -ESRCH, "the sandbox is no longer running");
+        req = json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:b}", "op", "restore", "offset",
+                        json_object_get(meta, "offset"), "size", json_object_get(meta, "size"),
+                        "modules", json_object_get(meta, "modules"), "lost_names",
+                        json_object_get(meta, "lost_names"), "count",
+                        json_object_get(meta, "count"), "bash", json_object_get(meta, "bash"),
+                        "reseed", reseed);
+        if (!req)
+                return airlock_error_set(err, -EINVAL,
+                                         "the saved state's description is "
+                                         "incomplete");
+        r = wire_send_ex(sb->jail->ctl_fd, req, &fd, 1, false);
+        json_decref(req);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
+        return 0;
+}
+
+int sandbox_restore_wait(struct sandbox *sb, json_t **ret_report, struct airlock_error *err)
+{
+        struct capture cap = { .limit = 64 * 1024 };
+        json_t *frame = NULL, *error;
+        enum drive_outcome o;
+        const char *op;
+
+        o = drive(sb, now_ns() + SNAPSHOT_TIMEOUT_MS * 1000000ULL, &cap, NULL, &frame);
+        capture_done(&cap);
+        if (o != DRIVE_FRAME) {
+                kill_internal(sb);
+                return airlock_error_set(err, o == DRIVE_TIMEOUT ? -ETIMEDOUT : -EIO,
+                                         "the new sandbox %s while loading the saved state",
+                                         o == DRIVE_TIMEOUT ? "did not answer" : "died");
+        }
+        op = json_string_value(json_object_get(frame, "op"));
+        if (!op || strcmp(op, "restored") != 0) {
+                json_decref(frame);
+                kill_internal(sb);
+                return airlock_error_set(err, -EIO,
+                                         "the runner gave an unexpected answer to a "
+                                         "restore");
+        }
+        error = json_object_get(frame, "error");
+        *ret_report = json_pack("{s:o, s:o}", "lost_names",
+                                validated_names(json_object_get(frame, "lost_names")), "error",
+                                json_is_string(error) ? json_string(json_string_value(error))
+                                                      : json_null());
+        json_decref(frame);
+        return *ret_report ? 0 : -ENOMEM;
 }

@@ -65,6 +65,11 @@ int sandbox_interrupt(struct sandbox *sb);
  * another thread while sandbox_exec() runs, which then ends with status "killed". */
 void sandbox_kill(struct sandbox *sb);
 
+/* Has the runner of a fresh sandbox run a session's first-call path once, so that its first
+ * real call does not pay first-time costs (see warmup() in airlock_cell.py). Returns 0 or
+ * -errno (the sandbox is then unusable). */
+int sandbox_warmup(struct sandbox *sb, struct airlock_error *err);
+
 /* Adds environment variables for code run from now on (Python's os.environ, and so bash and
  * subprocesses). env is a NULL-terminated "NAME=value" list, validated by the caller.
  * Returns 0 or -errno with err set. */
@@ -92,6 +97,40 @@ int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
  * in *ret_skipped (a new array of {"path","reason"}). Returns 0 or -errno with err set. */
 int sandbox_copy_out(struct sandbox *sb, const char *host_dir, json_t **ret_skipped,
                      struct airlock_error *err);
+
+/* Saves the runner's Python variables: they come down a pipe, bounded by max_bytes, and are
+ * written at the current offset of out_fd (a file of the daemon's). On success *ret_meta is a
+ * new object with the validated facts the runner reported ({offset, size, lost_names, modules,
+ * count, bash}; offset and size locate the pickle in what was written) and *ret_bytes is the
+ * number of bytes written. The sandbox must be idle. Returns 0; -EFBIG over max_bytes; -EIO
+ * when the runner could not save (err says why); -ETIMEDOUT; or -errno. The sandbox stays
+ * alive in every case except a runner that would not answer, which is killed. */
+int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t **ret_meta,
+                     uint64_t *ret_bytes, struct airlock_error *err);
+
+/* Loads a saved state into the runner of a fresh sandbox: in_fd (taken, also on failure) reads
+ * the file sandbox_snapshot() filled, meta is its *ret_meta (borrowed). reseed gives random
+ * generators found in the variables new seeds (a fork's children). The send and the wait are
+ * apart so that several sandboxes can load at once. sandbox_restore_wait() puts a new object
+ * {lost_names: [...], error: string|null} in *ret_report; it fails (-EIO, -ETIMEDOUT) only when
+ * the runner did not answer, and a state that could not be loaded is an error in the report. */
+int sandbox_restore_send(struct sandbox *sb, int in_fd, const json_t *meta, bool reseed,
+                         struct airlock_error *err);
+int sandbox_restore_wait(struct sandbox *sb, json_t **ret_report, struct airlock_error *err);
+
+/* Copies the tree of a live sandbox's /work into dst_dir (a host directory of the daemon's,
+ * empty), or (workspace_load) a host directory into a live sandbox's /work, or
+ * (workspace_copy) one sandbox's /work into another's. Regular files, directories and symlinks
+ * (as links, never followed) are copied with their modes less setuid and setgid, and their
+ * modification times; other file types are skipped. Files in /work are created as the sandbox
+ * user. A save with link_dir (the previous copy, or -1) hard-links files whose size and mtime
+ * did not change instead of copying them; with durable, each file and directory written is
+ * fsynced. Bytes copied are bounded by budget (-EFBIG past it). Return 0 or -errno with err
+ * set; *ret_bytes (may be NULL) gets the bytes the tree holds. */
+int workspace_save(struct sandbox *sb, int dst_dir, int link_dir, bool durable, uint64_t budget,
+                   uint64_t *ret_bytes, struct airlock_error *err);
+int workspace_load(struct sandbox *sb, int src_dir, struct airlock_error *err);
+int workspace_copy(struct sandbox *from, struct sandbox *to, struct airlock_error *err);
 
 /* Files in /work by relative path (see session.h for the rules and errors). */
 int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, char **ret_data,

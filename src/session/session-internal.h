@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct sandbox {
         const struct profile *profile;
@@ -67,15 +68,39 @@ json_t *profile_preload_json(const struct profile *p);
 int fcntl_nonblock(int fd);
 
 /* The session store (store.c): SQLite in the state directory. Every function accepts a NULL
- * store and then does nothing. */
+ * store and then does nothing (or returns NULL / an empty array). A row is the object
+ * {id, profile, created_at, state: "live"|"stopped", stopped_at, delete_at, info} (times in
+ * seconds since the epoch or null; info the object the session layer stored). */
 struct store;
 int store_open(const char *state_dir, struct store **ret_store, struct airlock_error *err);
 void store_close(struct store *st);
-int store_mark_all_lost(struct store *st, const char *reason);
-int store_session_created(struct store *st, const char *id, const char *profile);
+int store_session_created(struct store *st, const char *id, const char *profile, const char *info);
+int store_session_update(struct store *st, const char *id, const char *info);
+int store_session_stopped(struct store *st, const char *id, long long stopped_at,
+                          long long delete_at, const char *info);
+int store_session_live(struct store *st, const char *id);
 int store_session_ended(struct store *st, const char *id, bool lost, const char *reason);
+/* Sessions that were live when the daemon went away become stopped now. */
+int store_recover(struct store *st, long long now, long long delete_after_s);
+json_t *store_get(struct store *st, const char *id); /* a live or stopped row, or NULL */
+json_t *store_list_stopped(struct store *st);        /* an array of rows */
+json_t *store_due_for_deletion(struct store *st, long long now, unsigned max);
 json_t *store_describe_ended(struct store *st, const char *id);
 int store_prune(struct store *st, long long older_than_s);
+
+/* Workspace helpers shared by workspace.c and workspace-tree.c. workspace_openat2() opens path
+ * beneath dirfd with RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV (and O_NOFOLLOW,
+ * O_CLOEXEC); returns an fd or -errno. workspace_open() opens the sandbox's /work. Between
+ * workspace_fsid_enter() and _leave() the calling thread creates files as the sandbox's user
+ * (namespaces mode; see workspace.c). workspace_remove_tree_at() empties a directory. */
+struct fsid {
+        bool switched;
+};
+int workspace_openat2(int dirfd, const char *path, int flags, mode_t mode);
+int workspace_open(struct sandbox *sb, struct airlock_error *err);
+void workspace_fsid_enter(struct sandbox *sb, struct fsid *f);
+void workspace_fsid_leave(struct fsid *f);
+int workspace_remove_tree_at(int dirfd, int depth);
 
 /* process/none modes: a fresh private directory on the host to serve as /work. */
 int workspace_make_host_dir(char **ret_path, struct airlock_error *err);

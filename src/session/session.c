@@ -1,14 +1,18 @@
 /* The session manager: the table of live sessions, a warm pool per profile so that create is a
- * hand-over, the idle reaper, and the memory of sessions that ended so that the next call on
- * one can say why. Each session owns one sandbox (see sandbox.h); the manager's lock guards the
- * table and the pools, each session's lock guards its sandbox. An execution holds a reference
- * and the session's busy flag, never the manager's lock, so a long cell blocks nothing else. */
+ * hand-over, the worker thread, executions and files, and the memory of sessions that ended so
+ * that the next call on one can say why. Stopping, resuming, forking and checkpoints are
+ * lifecycle.c's. Each session owns one sandbox (see sandbox.h); the manager's lock guards the
+ * table and the pools, each session's lock guards its sandbox and phase. An execution holds a
+ * reference and the session's busy flag, never the manager's lock, so a long cell blocks
+ * nothing else. */
 #include "session.h"
 
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "session-internal.h"
+#include "session-table.h"
+#include "snapshot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,79 +24,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ENDED_MAX 1024
 #define DEFAULT_MAX_SESSIONS 64
-#define DEFAULT_IDLE_MS (5ULL * 60 * 1000)
-#define DEFAULT_MAX_IDLE_MS (24ULL * 3600 * 1000)
+#define DEFAULT_STOP_AFTER_MS (5ULL * 60 * 1000)
+#define DEFAULT_MAX_STOP_AFTER_MS (24ULL * 3600 * 1000)
 #define DEFAULT_GRACE_MS 2000
-
-struct session {
-        atomic_int refs;
-        char id[SESSION_ID_LEN + 1];
-        struct session_manager *mgr;
-        const struct profile *profile; /* owned by the manager's profile cache */
-        pthread_mutex_t lock;          /* guards sb, busy, the counters */
-        struct sandbox *sb;
-        bool busy;
-        bool ended;
-        uint64_t idle_timeout_ms;
-        time_t created_at;
-        uint64_t last_used_ns; /* monotonic */
-        time_t last_used_at;
-        unsigned exec_count;
-        double cpu_ms;
-        uint64_t peak_memory;
-};
-
-struct pool_member {
-        struct sandbox *sb;
-        char id[SESSION_ID_LEN + 1];
-};
-
-struct profile_slot {
-        struct profile *profile;
-        pthread_mutex_t zlock; /* starting or replacing the zygote */
-        struct zygote *zygote; /* namespaces mode: where this profile's sessions come from */
-        char **envp;           /* the environment of the profile's runners */
-        unsigned pool_target;
-        bool pool_failed; /* a warm session could not start: do not keep retrying */
-        struct pool_member *pool;
-        unsigned pool_len, pool_cap;
-        unsigned starting; /* pool members being started right now */
-};
-
-struct ended {
-        char id[SESSION_ID_LEN + 1];
-        char reason[160];
-        bool lost; /* ended by a failure rather than by a client or idleness */
-};
-
-struct session_manager {
-        struct session_manager_config cfg;
-        pthread_mutex_t lock;
-        pthread_cond_t wake; /* pool and reaper thread */
-        bool stopping;
-        struct session **sessions;
-        unsigned n_sessions, cap_sessions;
-        struct profile_slot **profiles; /* pointers: a slot's mutex must not move */
-        unsigned n_profiles;
-        char *runner_path;
-        struct ended ended[ENDED_MAX];
-        unsigned ended_next;
-        pthread_t worker;
-        bool worker_started;
-        struct store *store; /* NULL without a state directory */
-        /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and
-         * remove their cgroups: requests never wait for that. */
-        pthread_mutex_t grave_lock;
-        struct sandbox **grave;
-        unsigned n_grave, cap_grave;
-};
+#define DEFAULT_DELETE_AFTER_MS (5ULL * 24 * 3600 * 1000)
+#define DEFAULT_MAX_STOPPED_BYTES (1ULL << 30)
 
 /* Records of ended sessions are kept this long, so late calls still learn what happened. */
 #define STORE_KEEP_S (7LL * 24 * 3600)
 
-static void make_id(char id[SESSION_ID_LEN + 1])
+void session_make_id(char id[SESSION_ID_LEN + 1])
 {
         unsigned char raw[12];
 
@@ -106,7 +48,7 @@ static void make_id(char id[SESSION_ID_LEN + 1])
                 (void) snprintf(id + 2 + 2 * i, 3, "%02x", raw[i]);
 }
 
-static void format_time(time_t t, char buf[32])
+void session_format_time(time_t t, char buf[32])
 {
         struct tm tm;
 
@@ -115,8 +57,8 @@ static void format_time(time_t t, char buf[32])
 }
 
 /* Loads (once) and returns the profile slot for name. Called with the manager's lock held. */
-static int profile_slot_get(struct session_manager *mgr, const char *name,
-                            struct profile_slot **ret_slot, struct airlock_error *err)
+int session_profile_slot(struct session_manager *mgr, const char *name,
+                         struct profile_slot **ret_slot, struct airlock_error *err)
 {
         struct profile_slot **slots, *slot;
         struct profile *p = NULL;
@@ -175,6 +117,8 @@ static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, st
         return r;
 }
 
+/* A new sandbox for the profile, its cgroup named "airlock-<id>": a new session takes that id,
+ * so its cgroup bears its name; a resumed one keeps its own id. */
 static int start_sandbox(struct session_manager *mgr, struct profile_slot *slot, const char *id,
                          struct sandbox **ret_sb, struct airlock_error *err)
 {
@@ -203,8 +147,34 @@ static int start_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                 ret_sb, err);
 }
 
-static void remember_ended(struct session_manager *mgr, const char *id, bool lost,
-                           const char *reason)
+int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
+                         struct sandbox **ret_sb, char ret_id[SESSION_ID_LEN + 1],
+                         struct airlock_error *err)
+{
+        struct sandbox *sb = NULL;
+
+        pthread_mutex_lock(&mgr->lock);
+        /* Every profile in use gets a warm pool, so its next create is a hand-over; profiles
+         * nobody uses cost nothing. */
+        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
+                slot->pool_target = mgr->cfg.pool_size;
+        if (slot->pool_len > 0) {
+                struct pool_member *m = &slot->pool[--slot->pool_len];
+                sb = m->sb;
+                memcpy(ret_id, m->id, SESSION_ID_LEN + 1);
+                pthread_cond_signal(&mgr->wake); /* refill */
+        }
+        pthread_mutex_unlock(&mgr->lock);
+        if (sb) {
+                *ret_sb = sb;
+                return 0;
+        }
+        session_make_id(ret_id);
+        return start_sandbox(mgr, slot, ret_id, ret_sb, err);
+}
+
+void session_remember_ended(struct session_manager *mgr, const char *id, bool lost,
+                            const char *reason)
 {
         struct ended *e = &mgr->ended[mgr->ended_next++ % ENDED_MAX];
 
@@ -214,7 +184,7 @@ static void remember_ended(struct session_manager *mgr, const char *id, bool los
 }
 
 /* Hands a killed sandbox to the worker; frees it here only if the list cannot grow. */
-static void bury(struct session_manager *mgr, struct sandbox *sb)
+void session_bury(struct session_manager *mgr, struct sandbox *sb)
 {
         struct sandbox **v;
 
@@ -255,7 +225,12 @@ static void reap_graves(struct session_manager *mgr)
 
 static void session_free(struct session *s)
 {
-        bury(s->mgr, TAKE_PTR(s->sb));
+        session_bury(s->mgr, TAKE_PTR(s->sb));
+        strv_free(s->env);
+        json_decref(s->saved);
+        json_decref(s->resume_report);
+        pthread_cond_destroy(&s->cond);
+        pthread_mutex_destroy(&s->save_lock);
         pthread_mutex_destroy(&s->lock);
         free(s);
 }
@@ -266,7 +241,7 @@ void session_unref(struct session *s)
                 session_free(s);
 }
 
-static struct session *session_ref(struct session *s)
+struct session *session_ref(struct session *s)
 {
         atomic_fetch_add(&s->refs, 1);
         return s;
@@ -277,30 +252,150 @@ const char *session_id(const struct session *s)
         return s->id;
 }
 
-/* Removes s from the table and kills its sandbox. Called with the manager's lock held; the
- * table's reference is dropped here. */
+struct session *session_new_object(struct session_manager *mgr, const char *id,
+                                   const struct profile *p)
+{
+        struct session *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return NULL;
+        atomic_init(&s->refs, 1);
+        (void) snprintf(s->id, sizeof(s->id), "%s", id);
+        s->mgr = mgr;
+        s->profile = p;
+        s->phase = PHASE_LIVE;
+        s->created_at = s->last_used_at = time(NULL);
+        s->last_used_ns = now_ns();
+        s->stop_after_ms = mgr->cfg.default_stop_after_ms;
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_mutex_init(&s->save_lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+        return s;
+}
+
+/* Adds s to the table, which takes a reference. Called with the manager's lock held. */
+int session_table_add(struct session_manager *mgr, struct session *s)
+{
+        if (mgr->n_sessions == mgr->cap_sessions) {
+                unsigned cap = mgr->cap_sessions ? mgr->cap_sessions * 2 : 16;
+                struct session **v = realloc(mgr->sessions, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                mgr->sessions = v;
+                mgr->cap_sessions = cap;
+        }
+        mgr->sessions[mgr->n_sessions++] = session_ref(s);
+        return 0;
+}
+
+/* Removes s from the table; the caller drops the table's reference after unlocking. */
+void session_table_remove(struct session_manager *mgr, struct session *s)
+{
+        for (unsigned i = 0; i < mgr->n_sessions; i++)
+                if (mgr->sessions[i] == s) {
+                        mgr->sessions[i] = mgr->sessions[--mgr->n_sessions];
+                        return;
+                }
+}
+
+static struct session *table_find(struct session_manager *mgr, const char *id)
+{
+        for (unsigned i = 0; i < mgr->n_sessions; i++)
+                if (strcmp(mgr->sessions[i]->id, id) == 0)
+                        return mgr->sessions[i];
+        return NULL;
+}
+
+char *session_info_json(const struct session *s)
+{
+        json_t *env = json_array(), *o;
+        char *text;
+
+        for (char **e = s->env; e && *e; e++)
+                json_array_append_new(env, json_string(*e));
+        o = json_pack("{s:I, s:o, s:i, s:I, s:f, s:O?}", "stop_after_ms",
+                      (json_int_t) s->stop_after_ms, "env", env, "execution_count",
+                      (int) s->exec_count, "last_used_at", (json_int_t) s->last_used_at, "cpu_ms",
+                      s->cpu_ms, "saved", s->saved);
+        text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        return text;
+}
+
+/* Ends s: removes it from the table, kills its sandbox, removes what was saved of it. Called
+ * with the manager's lock held; the table's reference is dropped here. */
 static void end_locked(struct session_manager *mgr, struct session *s, bool lost,
                        const char *reason)
 {
-        for (unsigned i = 0; i < mgr->n_sessions; i++) {
-                if (mgr->sessions[i] != s)
-                        continue;
-                mgr->sessions[i] = mgr->sessions[--mgr->n_sessions];
-                break;
-        }
+        session_table_remove(mgr, s);
         pthread_mutex_lock(&s->lock);
-        s->ended = true;
+        s->phase = PHASE_GONE;
+        s->gone_stopped = false;
         if (s->sb)
                 sandbox_kill(s->sb);
+        pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
-        remember_ended(mgr, s->id, lost, reason);
-        (void) store_session_ended(mgr->store, s->id, lost, reason);
+        session_remember_ended(mgr, s->id, lost, reason);
+        if (!s->ephemeral) {
+                (void) store_session_ended(mgr->store, s->id, lost, reason);
+                lifecycle_remove_saved(mgr, s->id);
+        }
         log_info("session=%s profile=%s msg=\"session ended: %s\"", s->id, s->profile->name,
                  reason);
         session_unref(s);
 }
 
-/* The worker thread: refills the warm pools and ends idle sessions. */
+/* Lets go of s as the daemon exits without a word to the store: a session that could not be
+ * saved stays "live" there, and the next daemon resumes it from its last checkpoint and the
+ * files already on disk, as after a crash. Lock held; drops the table's reference. */
+static void abandon_locked(struct session_manager *mgr, struct session *s)
+{
+        if (!mgr->store || s->ephemeral) {
+                end_locked(mgr, s, true, "the daemon shut down");
+                return;
+        }
+        session_table_remove(mgr, s);
+        pthread_mutex_lock(&s->lock);
+        s->phase = PHASE_GONE;
+        s->gone_stopped = true;
+        if (s->sb)
+                sandbox_kill(s->sb);
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        log_warn("session=%s msg=\"left at its last checkpoint: the daemon shut down\"", s->id);
+        session_unref(s);
+}
+
+/* Takes the next session for which pred is true, with a reference; lock held. */
+static struct session *table_pick(struct session_manager *mgr, uint64_t now,
+                                  bool (*pred)(struct session_manager *, struct session *,
+                                               uint64_t))
+{
+        for (unsigned i = 0; i < mgr->n_sessions; i++)
+                if (pred(mgr, mgr->sessions[i], now))
+                        return session_ref(mgr->sessions[i]);
+        return NULL;
+}
+
+static bool quiet_for(struct session *s, uint64_t now, uint64_t ms)
+{
+        return s->phase == PHASE_LIVE && !s->busy && now - s->last_used_ns >= ms * 1000000ULL;
+}
+
+static bool due_to_stop(struct session_manager *mgr, struct session *s, uint64_t now)
+{
+        (void) mgr;
+        return !s->ephemeral && quiet_for(s, now, s->stop_after_ms);
+}
+
+static bool due_for_checkpoint(struct session_manager *mgr, struct session *s, uint64_t now)
+{
+        return mgr->store && mgr->cfg.checkpoint_after_ms && s->dirty && !s->ephemeral &&
+               quiet_for(s, now, mgr->cfg.checkpoint_after_ms);
+}
+
+/* The worker thread: stops idle sessions, checkpoints quiet ones, deletes long-stopped ones,
+ * refills the warm pools and reaps ended sandboxes. */
 static void *worker_main(void *arg)
 {
         struct session_manager *mgr = arg;
@@ -308,6 +403,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&mgr->lock);
         while (!mgr->stopping) {
                 struct profile_slot *todo = NULL;
+                struct session *s;
                 struct timespec until;
                 bool more_graves;
                 uint64_t now;
@@ -317,16 +413,43 @@ static void *worker_main(void *arg)
                 pthread_mutex_lock(&mgr->lock);
                 now = now_ns();
 
-                for (unsigned i = 0; i < mgr->n_sessions;) {
-                        struct session *s = mgr->sessions[i];
-                        bool idle =
-                                !s->busy && now - s->last_used_ns > s->idle_timeout_ms * 1000000ULL;
-                        if (idle) {
-                                end_locked(mgr, s, false,
-                                           "it was idle for longer than its idle timeout");
-                                continue;
+                s = table_pick(mgr, now, due_to_stop);
+                if (s) {
+                        struct airlock_error err = { { 0 } };
+                        pthread_mutex_unlock(&mgr->lock);
+                        if (!mgr->store) {
+                                /* Nowhere to keep it: idle means ended, as before stops. */
+                                pthread_mutex_lock(&mgr->lock);
+                                if (table_find(mgr, s->id) == s)
+                                        end_locked(mgr, s, false,
+                                                   "it was idle for longer than its stop_after_s");
+                                pthread_mutex_unlock(&mgr->lock);
+                        } else if (lifecycle_stop(s, false, &err) < 0) {
+                                log_error("session=%s msg=\"cannot stop the idle session: %s\"",
+                                          s->id, err.msg);
+                                /* Try again after another idle period, not in a loop. */
+                                pthread_mutex_lock(&s->lock);
+                                s->last_used_ns = now_ns();
+                                pthread_mutex_unlock(&s->lock);
                         }
-                        i++;
+                        session_unref(s);
+                        pthread_mutex_lock(&mgr->lock);
+                        continue;
+                }
+                s = table_pick(mgr, now, due_for_checkpoint);
+                if (s) {
+                        pthread_mutex_unlock(&mgr->lock);
+                        lifecycle_checkpoint(s);
+                        session_unref(s);
+                        pthread_mutex_lock(&mgr->lock);
+                        continue;
+                }
+                if (mgr->store && now >= mgr->next_deletion_scan_ns) {
+                        mgr->next_deletion_scan_ns = now + 1000000000ULL;
+                        pthread_mutex_unlock(&mgr->lock);
+                        lifecycle_delete_due(mgr);
+                        pthread_mutex_lock(&mgr->lock);
+                        continue;
                 }
                 for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
                         struct profile_slot *slot = mgr->profiles[i];
@@ -340,9 +463,16 @@ static void *worker_main(void *arg)
                         int r;
 
                         todo->starting++;
-                        make_id(id);
+                        session_make_id(id);
                         pthread_mutex_unlock(&mgr->lock);
                         r = start_sandbox(mgr, todo, id, &sb, &err);
+                        /* Off the request path: a warm member's first call costs no more
+                         * than its tenth. */
+                        if (r >= 0 && sandbox_warmup(sb, &err) < 0) {
+                                sandbox_free(sb);
+                                sb = NULL;
+                                r = -EIO;
+                        }
                         pthread_mutex_lock(&mgr->lock);
                         todo->starting--;
                         if (r < 0) {
@@ -398,12 +528,16 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         mgr->cfg = *cfg;
         if (!mgr->cfg.max_sessions)
                 mgr->cfg.max_sessions = DEFAULT_MAX_SESSIONS;
-        if (!mgr->cfg.default_idle_timeout_ms)
-                mgr->cfg.default_idle_timeout_ms = DEFAULT_IDLE_MS;
-        if (!mgr->cfg.max_idle_timeout_ms)
-                mgr->cfg.max_idle_timeout_ms = DEFAULT_MAX_IDLE_MS;
+        if (!mgr->cfg.default_stop_after_ms)
+                mgr->cfg.default_stop_after_ms = DEFAULT_STOP_AFTER_MS;
+        if (!mgr->cfg.max_stop_after_ms)
+                mgr->cfg.max_stop_after_ms = DEFAULT_MAX_STOP_AFTER_MS;
         if (!mgr->cfg.interrupt_grace_ms)
                 mgr->cfg.interrupt_grace_ms = DEFAULT_GRACE_MS;
+        if (!mgr->cfg.delete_after_ms)
+                mgr->cfg.delete_after_ms = DEFAULT_DELETE_AFTER_MS;
+        if (!mgr->cfg.max_stopped_bytes)
+                mgr->cfg.max_stopped_bytes = DEFAULT_MAX_STOPPED_BYTES;
         pthread_mutex_init(&mgr->lock, NULL);
         pthread_mutex_init(&mgr->grave_lock, NULL);
         pthread_cond_init(&mgr->wake, NULL);
@@ -420,16 +554,17 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                         session_manager_free(mgr);
                         return r;
                 }
-                /* Sessions cannot outlive the daemon: whatever was live before is lost. */
-                (void) store_mark_all_lost(mgr->store,
-                                           "the daemon stopped while the session was live");
+                /* Sessions live when the daemon went away (a crash: a clean shutdown stops
+                 * them) resume from their last checkpoint; their files are on disk already. */
+                (void) store_recover(mgr->store, (long long) time(NULL),
+                                     (long long) (mgr->cfg.delete_after_ms / 1000));
                 (void) store_prune(mgr->store, STORE_KEEP_S);
         }
 
         /* Cgroups a crashed daemon left behind (empty ones only: rmdir refuses the others). */
         if (cfg->features->cgroups.version != CGROUP_NONE) {
-                int n = cgroup_remove_stale(&cfg->features->cgroups, "airlock-s-");
-                int m = cgroup_remove_stale(&cfg->features->cgroups, "airlock-zygote-");
+                int m = cgroup_remove_stale_wait(&cfg->features->cgroups, "airlock-zygote-", 2000);
+                int n = cgroup_remove_stale_wait(&cfg->features->cgroups, "airlock-s-", 2000);
                 if (n > 0 || m > 0)
                         log_info("msg=\"removed %d stale cgroups left by an earlier daemon\"",
                                  (n > 0 ? n : 0) + (m > 0 ? m : 0));
@@ -439,7 +574,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         pthread_mutex_lock(&mgr->lock);
         for (const char *const *n = names; *n; n++) {
                 struct profile_slot *slot;
-                r = profile_slot_get(mgr, *n, &slot, err);
+                r = session_profile_slot(mgr, *n, &slot, err);
                 if (r < 0) {
                         pthread_mutex_unlock(&mgr->lock);
                         session_manager_free(mgr);
@@ -461,11 +596,41 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
 
 void session_manager_shutdown(struct session_manager *mgr)
 {
+        struct session **all;
+        unsigned n;
+
         pthread_mutex_lock(&mgr->lock);
         mgr->stopping = true;
-        while (mgr->n_sessions > 0)
-                end_locked(mgr, mgr->sessions[0], true, "the daemon shut down");
         pthread_cond_broadcast(&mgr->wake);
+        n = mgr->n_sessions;
+        all = calloc(n ? n : 1, sizeof(*all));
+        for (unsigned i = 0; all && i < n; i++)
+                all[i] = session_ref(mgr->sessions[i]);
+        pthread_mutex_unlock(&mgr->lock);
+        if (all && mgr->store && n > 0)
+                log_info("msg=\"stopping %u sessions so that the next daemon can resume them\"", n);
+        for (unsigned i = 0; all && i < n; i++) {
+                struct airlock_error err = { { 0 } };
+                struct session *s = all[i];
+                int r = -EOPNOTSUPP;
+                if (mgr->store && !s->ephemeral)
+                        r = lifecycle_stop(s, true, &err);
+                if (r < 0) {
+                        if (mgr->store && !s->ephemeral)
+                                log_error("session=%s msg=\"cannot save it at shutdown: %s\"",
+                                          s->id, err.msg);
+                        pthread_mutex_lock(&mgr->lock);
+                        if (table_find(mgr, s->id) == s)
+                                abandon_locked(mgr, s);
+                        pthread_mutex_unlock(&mgr->lock);
+                }
+                session_unref(s);
+        }
+        free(all);
+        /* Whatever could not be collected above (out of memory) still goes. */
+        pthread_mutex_lock(&mgr->lock);
+        while (mgr->n_sessions > 0)
+                abandon_locked(mgr, mgr->sessions[0]);
         pthread_mutex_unlock(&mgr->lock);
 }
 
@@ -482,7 +647,7 @@ void session_manager_free(struct session_manager *mgr)
 
         pthread_mutex_lock(&mgr->lock);
         while (mgr->n_sessions > 0)
-                end_locked(mgr, mgr->sessions[0], true, "the daemon shut down");
+                abandon_locked(mgr, mgr->sessions[0]);
         pthread_mutex_unlock(&mgr->lock);
         reap_graves(mgr);
         for (unsigned i = 0; i < mgr->n_profiles; i++) {
@@ -540,22 +705,29 @@ static bool env_name_is_allowed(const char *entry, struct airlock_error *err)
         return true;
 }
 
+int session_apply_env(struct sandbox *sb, char *const *env, struct airlock_error *err)
+{
+        if (!env || !env[0])
+                return 0;
+        return sandbox_setenv(sb, env, err);
+}
+
 int session_create(struct session_manager *mgr, const struct session_create_options *opts,
                    struct session **ret_session, struct airlock_error *err)
 {
         const char *profile = opts && opts->profile ? opts->profile : "default";
-        uint64_t idle = opts && opts->idle_timeout_ms ? opts->idle_timeout_ms
-                                                      : mgr->cfg.default_idle_timeout_ms;
+        uint64_t stop_after =
+                opts && opts->stop_after_ms ? opts->stop_after_ms : mgr->cfg.default_stop_after_ms;
         struct profile_slot *slot;
         struct sandbox *sb = NULL;
         struct session *s;
         char id[SESSION_ID_LEN + 1];
+        _cleanup_free_ char *info = NULL;
         int r;
 
-        if (idle > mgr->cfg.max_idle_timeout_ms)
-                return airlock_error_set(
-                        err, -EINVAL, "idle_timeout_s: at most %llu seconds",
-                        (unsigned long long) (mgr->cfg.max_idle_timeout_ms / 1000));
+        if (stop_after > mgr->cfg.max_stop_after_ms)
+                return airlock_error_set(err, -EINVAL, "stop_after_s: at most %llu seconds",
+                                         (unsigned long long) (mgr->cfg.max_stop_after_ms / 1000));
         for (char *const *e = opts ? opts->env : NULL; e && *e; e++)
                 if (!env_name_is_allowed(*e, err))
                         return -EINVAL;
@@ -565,145 +737,203 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                 pthread_mutex_unlock(&mgr->lock);
                 return airlock_error_set(err, -ESHUTDOWN, "the daemon is shutting down");
         }
-        if (mgr->n_sessions >= mgr->cfg.max_sessions) {
+        if (mgr->n_sessions + mgr->reserved >= mgr->cfg.max_sessions) {
                 pthread_mutex_unlock(&mgr->lock);
                 return airlock_error_set(err, -EUSERS,
-                                         "the daemon already runs %u sessions, its limit; end "
-                                         "one (DELETE /v1/sessions/{id}) or try again later",
+                                         "the daemon already runs %u sessions, its limit; stop "
+                                         "or end one (POST /v1/sessions/{id}/stop, DELETE) or "
+                                         "try again later",
                                          mgr->cfg.max_sessions);
         }
-        r = profile_slot_get(mgr, profile, &slot, err);
+        r = session_profile_slot(mgr, profile, &slot, err);
+        pthread_mutex_unlock(&mgr->lock);
+        if (r < 0)
+                return r;
+
+        r = session_take_sandbox(mgr, slot, &sb, id, err);
+        if (r < 0)
+                return r;
+        r = session_apply_env(sb, opts ? opts->env : NULL, err);
         if (r < 0) {
-                pthread_mutex_unlock(&mgr->lock);
+                sandbox_free(sb);
                 return r;
         }
-        /* Every profile in use gets a warm pool, so its next create is a hand-over; profiles
-         * nobody uses cost nothing. */
-        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
-                slot->pool_target = mgr->cfg.pool_size;
-        if (slot->pool_len > 0) {
-                struct pool_member m = slot->pool[--slot->pool_len];
-                sb = m.sb;
-                memcpy(id, m.id, sizeof(id));
-                pthread_cond_signal(&mgr->wake); /* refill */
-        }
-        pthread_mutex_unlock(&mgr->lock);
 
-        if (!sb) {
-                make_id(id);
-                r = start_sandbox(mgr, slot, id, &sb, err);
-                if (r < 0)
-                        return r;
-        }
-        if (opts && opts->env && opts->env[0]) {
-                r = sandbox_setenv(sb, opts->env, err);
-                if (r < 0) {
-                        sandbox_free(sb);
-                        return r;
-                }
-        }
-
-        s = calloc(1, sizeof(*s));
-        if (!s) {
+        s = session_new_object(mgr, id, slot->profile);
+        if (!s || (opts && opts->env && !(s->env = strv_copy(opts->env)))) {
                 sandbox_free(sb);
+                session_unref(s);
                 return -ENOMEM;
         }
-        atomic_init(&s->refs, 2); /* the table's and the caller's */
-        memcpy(s->id, id, sizeof(id));
-        s->mgr = mgr;
-        s->profile = slot->profile;
         s->sb = sb;
-        s->idle_timeout_ms = idle;
-        s->created_at = s->last_used_at = time(NULL);
-        s->last_used_ns = now_ns();
-        pthread_mutex_init(&s->lock, NULL);
-
+        s->stop_after_ms = stop_after;
+        s->ephemeral = opts && opts->ephemeral;
         pthread_mutex_lock(&mgr->lock);
-        if (mgr->n_sessions == mgr->cap_sessions) {
-                unsigned cap = mgr->cap_sessions ? mgr->cap_sessions * 2 : 16;
-                struct session **v = realloc(mgr->sessions, cap * sizeof(*v));
-                if (!v) {
-                        pthread_mutex_unlock(&mgr->lock);
-                        session_free(s);
-                        return -ENOMEM;
-                }
-                mgr->sessions = v;
-                mgr->cap_sessions = cap;
-        }
-        mgr->sessions[mgr->n_sessions++] = s;
+        r = session_table_add(mgr, s);
         pthread_mutex_unlock(&mgr->lock);
-        (void) store_session_created(mgr->store, s->id, s->profile->name);
+        if (r < 0) {
+                session_unref(s);
+                return r;
+        }
+        if (!s->ephemeral) {
+                info = session_info_json(s);
+                (void) store_session_created(mgr->store, s->id, s->profile->name, info);
+        }
         log_info("session=%s profile=%s msg=\"session created\"", s->id, s->profile->name);
         *ret_session = s;
         return 0;
 }
 
-int session_lookup(struct session_manager *mgr, const char *id, struct session **ret_session)
+int session_find(struct session_manager *mgr, const char *id, struct session **ret_session)
 {
-        int r = -ENOENT;
+        struct session *s;
 
         pthread_mutex_lock(&mgr->lock);
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (strcmp(mgr->sessions[i]->id, id) == 0) {
-                        *ret_session = session_ref(mgr->sessions[i]);
-                        r = 0;
-                        break;
-                }
+        s = table_find(mgr, id);
+        if (s)
+                *ret_session = session_ref(s);
         pthread_mutex_unlock(&mgr->lock);
-        return r;
+        return s ? 0 : -ENOENT;
+}
+
+int session_lookup(struct session_manager *mgr, const char *id, struct session **ret_session,
+                   struct airlock_error *err)
+{
+        struct airlock_error dummy = { { 0 } };
+        struct session *s = NULL;
+
+        if (!err)
+                err = &dummy;
+        /* A stop can win the race against us: then the id is resumed again (a few times at
+         * most; each round is a real state change). */
+        for (int attempt = 0; attempt < 4; attempt++) {
+                int r = session_find(mgr, id, &s);
+                if (r == -ENOENT)
+                        return lifecycle_resume(mgr, id, ret_session, err);
+                pthread_mutex_lock(&s->lock);
+                while (s->phase == PHASE_RESUMING)
+                        pthread_cond_wait(&s->cond, &s->lock);
+                if (s->phase != PHASE_GONE) {
+                        pthread_mutex_unlock(&s->lock);
+                        *ret_session = s;
+                        return 0;
+                }
+                pthread_mutex_unlock(&s->lock);
+                session_unref(s);
+        }
+        return airlock_error_set(err, -EAGAIN, "session %s keeps changing state; try again", id);
 }
 
 int session_destroy(struct session_manager *mgr, const char *id)
 {
-        int r = -ENOENT;
+        struct session *s;
+        json_t *row;
 
         pthread_mutex_lock(&mgr->lock);
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (strcmp(mgr->sessions[i]->id, id) == 0) {
-                        end_locked(mgr, mgr->sessions[i], false, "it was deleted by a client");
-                        r = 0;
-                        break;
-                }
+        s = table_find(mgr, id);
+        if (s) {
+                end_locked(mgr, s, false, "it was deleted by a client");
+                pthread_mutex_unlock(&mgr->lock);
+                return 0;
+        }
+        row = store_get(mgr->store, id);
+        if (row) {
+                session_remember_ended(mgr, id, false, "it was deleted by a client");
+                (void) store_session_ended(mgr->store, id, false, "it was deleted by a client");
+                lifecycle_remove_saved(mgr, id);
+                log_info("session=%s msg=\"stopped session deleted by a client\"", id);
+        }
         pthread_mutex_unlock(&mgr->lock);
-        return r;
+        json_decref(row);
+        return row ? 0 : -ENOENT;
+}
+
+static const char *phase_state(const struct session *s)
+{
+        if (s->phase == PHASE_GONE && s->gone_stopped)
+                return "stopped";
+        return s->busy ? "busy" : "idle";
 }
 
 json_t *session_describe(struct session *s)
 {
         char created[32], used[32];
-        json_t *o;
+        json_t *o, *lost;
 
         pthread_mutex_lock(&s->lock);
-        format_time(s->created_at, created);
-        format_time(s->last_used_at, used);
-        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:i, s:{s:f, s:I, s:I}}", "id", s->id,
-                      "profile", s->profile->name, "state", s->busy ? "busy" : "idle", "created_at",
-                      created, "last_used_at", used, "idle_timeout_s",
-                      (json_int_t) (s->idle_timeout_ms / 1000), "execution_count",
-                      (int) s->exec_count, "usage", "cpu_ms", s->cpu_ms, "peak_memory_bytes",
-                      (json_int_t) s->peak_memory, "memory_limit_bytes",
-                      (json_int_t) s->profile->limits.memory_bytes);
+        session_format_time(s->created_at, created);
+        session_format_time(s->last_used_at, used);
+        lost = json_object_get(s->saved, "lost_names");
+        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:n, s:n, s:i, s:o, s:{s:f, s:I, s:I}}",
+                      "id", s->id, "profile", s->profile->name, "state", phase_state(s),
+                      "created_at", created, "last_used_at", used, "stop_after_s",
+                      (json_int_t) (s->stop_after_ms / 1000), "idle_timeout_s",
+                      (json_int_t) (s->stop_after_ms / 1000), "stopped_at", "delete_at",
+                      "execution_count", (int) s->exec_count, "lost_names",
+                      json_is_array(lost) ? json_incref(lost) : json_array(), "usage", "cpu_ms",
+                      s->cpu_ms, "peak_memory_bytes", (json_int_t) s->peak_memory,
+                      "memory_limit_bytes", (json_int_t) s->profile->limits.memory_bytes);
         pthread_mutex_unlock(&s->lock);
         return o;
 }
 
-json_t *session_list(struct session_manager *mgr)
+json_t *session_describe_id(struct session_manager *mgr, const char *id)
+{
+        struct session *s = NULL;
+        json_t *row, *o;
+
+        if (session_find(mgr, id, &s) == 0) {
+                o = session_describe(s);
+                session_unref(s);
+                return o;
+        }
+        row = store_get(mgr->store, id);
+        o = row ? lifecycle_describe_row(mgr, row) : NULL;
+        json_decref(row);
+        return o;
+}
+
+static bool state_matches(const char *state, const char *filter)
+{
+        if (!filter)
+                return true;
+        if (strcmp(filter, "live") == 0)
+                return strcmp(state, "idle") == 0 || strcmp(state, "busy") == 0;
+        return strcmp(state, filter) == 0;
+}
+
+json_t *session_list(struct session_manager *mgr, const char *state_filter)
 {
         struct session **copy;
         unsigned n;
-        json_t *arr = json_array();
+        json_t *arr = json_array(), *rows, *row;
+        size_t i;
 
         pthread_mutex_lock(&mgr->lock);
         n = mgr->n_sessions;
         copy = calloc(n ? n : 1, sizeof(*copy));
-        for (unsigned i = 0; copy && i < n; i++)
-                copy[i] = session_ref(mgr->sessions[i]);
+        for (unsigned k = 0; copy && k < n; k++)
+                copy[k] = session_ref(mgr->sessions[k]);
         pthread_mutex_unlock(&mgr->lock);
-        for (unsigned i = 0; copy && i < n; i++) {
-                json_array_append_new(arr, session_describe(copy[i]));
-                session_unref(copy[i]);
+        for (unsigned k = 0; copy && k < n; k++) {
+                json_t *d = session_describe(copy[k]);
+                if (d &&
+                    state_matches(json_string_value(json_object_get(d, "state")), state_filter))
+                        json_array_append_new(arr, d);
+                else
+                        json_decref(d);
+                session_unref(copy[k]);
         }
         free(copy);
+        if (state_filter && !state_matches("stopped", state_filter))
+                return arr;
+        rows = store_list_stopped(mgr->store);
+        json_array_foreach (rows, i, row) {
+                json_t *d = lifecycle_describe_row(mgr, row);
+                if (d)
+                        json_array_append_new(arr, d);
+        }
+        json_decref(rows);
         return arr;
 }
 
@@ -765,7 +995,7 @@ json_t *session_manager_profiles(struct session_manager *mgr)
         for (char **n = names; *n; n++) {
                 struct profile_slot *slot;
                 struct airlock_error err = { { 0 } };
-                if (profile_slot_get(mgr, *n, &slot, &err) < 0) {
+                if (session_profile_slot(mgr, *n, &slot, &err) < 0) {
                         log_warn("profile=\"%s\" msg=\"%s\"", *n, err.msg);
                         continue;
                 }
@@ -775,46 +1005,96 @@ json_t *session_manager_profiles(struct session_manager *mgr)
         return arr;
 }
 
-int session_execute(struct session *s, const struct exec_request *req, json_t **ret_result,
-                    struct airlock_error *err)
+/* Gets s (a reference the caller holds) ready for an execution (exclusive: marked busy) or a
+ * file call (not exclusive: returned with its lock held, so it cannot stop meanwhile). Waits
+ * out a resume or a save; when s was stopped meanwhile, resumes its id into *ret_live. Returns
+ * 0 with *ret_live a new reference, -EBUSY (exclusive, an execution runs), -ENOENT, or -errno. */
+static int acquire(struct session *s, bool exclusive, struct session **ret_live,
+                   struct airlock_error *err)
+{
+        struct session *cur = session_ref(s);
+
+        for (int attempt = 0; attempt < 4; attempt++) {
+                struct session *next = NULL;
+                int r;
+
+                pthread_mutex_lock(&cur->lock);
+                while (cur->phase == PHASE_RESUMING || cur->phase == PHASE_SAVING)
+                        pthread_cond_wait(&cur->cond, &cur->lock);
+                if (cur->phase == PHASE_LIVE) {
+                        if (exclusive && cur->busy) {
+                                pthread_mutex_unlock(&cur->lock);
+                                session_unref(cur);
+                                return airlock_error_set(err, -EBUSY,
+                                                         "session %s is running another "
+                                                         "execution; wait for it or interrupt it",
+                                                         s->id);
+                        }
+                        if (exclusive) {
+                                cur->busy = true;
+                                pthread_mutex_unlock(&cur->lock);
+                        }
+                        *ret_live = cur;
+                        return 0;
+                }
+                /* GONE: stopped (resume it again) or ended. */
+                if (!cur->gone_stopped) {
+                        pthread_mutex_unlock(&cur->lock);
+                        session_unref(cur);
+                        return airlock_error_set(err, -ENOENT, "session %s has ended", s->id);
+                }
+                pthread_mutex_unlock(&cur->lock);
+                r = session_lookup(s->mgr, s->id, &next, err);
+                session_unref(cur);
+                if (r < 0)
+                        return r;
+                cur = next;
+        }
+        session_unref(cur);
+        return airlock_error_set(err, -EAGAIN, "session %s keeps changing state; try again", s->id);
+}
+
+static void release_busy(struct session *s)
+{
+        pthread_mutex_lock(&s->lock);
+        s->busy = false;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+}
+
+/* Attaches the report of the resume that preceded this execution, once. */
+static void attach_resume_report(struct session *s, json_t *result)
+{
+        json_t *report;
+
+        pthread_mutex_lock(&s->lock);
+        report = TAKE_PTR(s->resume_report);
+        pthread_mutex_unlock(&s->lock);
+        if (!report)
+                return;
+        json_object_set_new(result, "resumed", json_true());
+        json_object_set(result, "lost_names", json_object_get(report, "lost_names"));
+        if (json_is_string(json_object_get(report, "error")))
+                json_object_set(result, "resume_error", json_object_get(report, "error"));
+        json_decref(report);
+}
+
+static int execute_live(struct session *s, const struct exec_request *req, json_t **ret_result,
+                        struct airlock_error *err)
 {
         struct exec_request r2 = *req;
         struct session_manager *mgr = s->mgr;
         struct cgroup_usage u;
         json_t *result = NULL;
-        bool lost;
+        bool lost, files_changed = false;
         int r;
-
-        if (req->language && strcmp(req->language, "python") != 0 &&
-            strcmp(req->language, "bash") != 0)
-                return airlock_error_set(err, -EINVAL, "language: expected python or bash");
-        if ((req->language && strcmp(req->language, "bash") == 0 && !s->profile->lang_bash) ||
-            ((!req->language || strcmp(req->language, "python") == 0) && !s->profile->lang_python))
-                return airlock_error_set(err, -EINVAL, "language: profile '%s' does not allow %s",
-                                         s->profile->name,
-                                         req->language ? req->language : "python");
-
-        pthread_mutex_lock(&s->lock);
-        if (s->ended || !s->sb) {
-                pthread_mutex_unlock(&s->lock);
-                return airlock_error_set(err, -ENOENT, "session %s has ended", s->id);
-        }
-        if (s->busy) {
-                pthread_mutex_unlock(&s->lock);
-                return airlock_error_set(err, -EBUSY,
-                                         "session %s is running another execution; wait for it "
-                                         "or interrupt it",
-                                         s->id);
-        }
-        s->busy = true;
-        pthread_mutex_unlock(&s->lock);
 
         r2.interrupt_grace_ms = mgr->cfg.interrupt_grace_ms;
         r = sandbox_exec(s->sb, &r2, &result, err);
 
         pthread_mutex_lock(&s->lock);
-        s->busy = false;
         s->exec_count++;
+        s->dirty = true;
         s->last_used_at = time(NULL);
         s->last_used_ns = now_ns();
         lost = !sandbox_is_alive(s->sb);
@@ -822,12 +1102,21 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
                 json_t *usage = json_object_get(result, "usage");
                 s->cpu_ms += json_number_value(json_object_get(usage, "cpu_ms"));
                 json_object_set_new(result, "execution_count", json_integer(s->exec_count));
+                files_changed = json_array_size(json_object_get(result, "files")) > 0;
         }
         if (!lost && sandbox_usage(s->sb, &u) == 0 && u.has_peak && u.memory_peak > s->peak_memory)
                 s->peak_memory = u.memory_peak;
         pthread_mutex_unlock(&s->lock);
 
-        if (lost && !s->ended) {
+        /* Files a call made are on disk before the call returns, so a crash of the daemon
+         * does not lose them (the variables wait for the next checkpoint). */
+        if (!lost && files_changed)
+                lifecycle_save_files(s);
+        if (result)
+                attach_resume_report(s, result);
+        release_busy(s);
+
+        if (lost) {
                 const char *status =
                         result ? json_string_value(json_object_get(result, "status")) : NULL;
                 char reason[160];
@@ -840,7 +1129,7 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
                                         ? "the cell did not stop after the output limit"
                                         : "the interpreter died");
                 pthread_mutex_lock(&mgr->lock);
-                if (!s->ended)
+                if (table_find(mgr, s->id) == s)
                         end_locked(mgr, s, true, reason);
                 pthread_mutex_unlock(&mgr->lock);
         }
@@ -850,70 +1139,145 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
         return 0;
 }
 
+int session_execute(struct session *s, const struct exec_request *req, json_t **ret_result,
+                    struct airlock_error *err)
+{
+        struct session *live = NULL;
+        int r;
+
+        if (req->language && strcmp(req->language, "python") != 0 &&
+            strcmp(req->language, "bash") != 0)
+                return airlock_error_set(err, -EINVAL, "language: expected python or bash");
+        if ((req->language && strcmp(req->language, "bash") == 0 && !s->profile->lang_bash) ||
+            ((!req->language || strcmp(req->language, "python") == 0) && !s->profile->lang_python))
+                return airlock_error_set(err, -EINVAL, "language: profile '%s' does not allow %s",
+                                         s->profile->name,
+                                         req->language ? req->language : "python");
+        r = acquire(s, true, &live, err);
+        if (r < 0)
+                return r;
+        r = execute_live(live, req, ret_result, err);
+        session_unref(live);
+        return r;
+}
+
 int session_interrupt(struct session *s)
 {
         int r = 0;
 
         pthread_mutex_lock(&s->lock);
-        if (s->ended || !s->sb)
+        if (s->phase == PHASE_GONE && !s->gone_stopped)
                 r = -ENOENT;
-        else if (s->busy)
+        else if (s->busy && s->sb)
                 (void) sandbox_interrupt(s->sb);
         pthread_mutex_unlock(&s->lock);
         return r;
 }
 
 /* Files are reached while no execution runs or while one does: the workspace is the
- * sandbox's, and every path is resolved safely, so both are fine. The session lock only keeps
- * the sandbox from being freed underneath. */
-#define WITH_SANDBOX(s, err, expr)                                                                 \
-        ({                                                                                         \
-                int _r;                                                                            \
-                pthread_mutex_lock(&(s)->lock);                                                    \
-                if ((s)->ended || !(s)->sb || !sandbox_is_alive((s)->sb))                          \
-                        _r = airlock_error_set(err, -ENOENT, "session %s has ended", (s)->id);     \
-                else                                                                               \
-                        _r = (expr);                                                               \
-                if (_r >= 0) {                                                                     \
-                        (s)->last_used_at = time(NULL);                                            \
-                        (s)->last_used_ns = now_ns();                                              \
-                }                                                                                  \
-                pthread_mutex_unlock(&(s)->lock);                                                  \
-                _r;                                                                                \
-        })
+ * sandbox's, and every path is resolved safely, so both are fine. The session's lock keeps the
+ * sandbox from stopping underneath. A change is also copied to the session's saved files
+ * before the call returns. */
+static int with_sandbox(struct session *s, bool changes,
+                        int (*fn)(struct sandbox *sb, void *arg, struct airlock_error *err),
+                        void *arg, struct airlock_error *err)
+{
+        struct session *live = NULL;
+        int r;
+
+        r = acquire(s, false, &live, err);
+        if (r < 0)
+                return r;
+        /* acquire() returned with live's lock held. */
+        if (!live->sb || !sandbox_is_alive(live->sb)) {
+                r = airlock_error_set(err, -ENOENT, "session %s has ended", s->id);
+        } else {
+                r = fn(live->sb, arg, err);
+                if (r >= 0) {
+                        live->last_used_at = time(NULL);
+                        live->last_used_ns = now_ns();
+                }
+                if (r >= 0 && changes)
+                        lifecycle_save_files(live);
+        }
+        pthread_mutex_unlock(&live->lock);
+        session_unref(live);
+        return r;
+}
+
+struct file_args {
+        const char *path;
+        size_t max_bytes;
+        char **ret_data;
+        size_t *ret_len;
+        const void *data;
+        size_t len;
+        json_t **ret_listing;
+};
+
+static int do_read(struct sandbox *sb, void *arg, struct airlock_error *err)
+{
+        struct file_args *a = arg;
+        return sandbox_file_read(sb, a->path, a->max_bytes, a->ret_data, a->ret_len, err);
+}
+
+static int do_write(struct sandbox *sb, void *arg, struct airlock_error *err)
+{
+        struct file_args *a = arg;
+        return sandbox_file_write(sb, a->path, a->data, a->len, err);
+}
+
+static int do_delete(struct sandbox *sb, void *arg, struct airlock_error *err)
+{
+        struct file_args *a = arg;
+        return sandbox_file_delete(sb, a->path, err);
+}
+
+static int do_list(struct sandbox *sb, void *arg, struct airlock_error *err)
+{
+        struct file_args *a = arg;
+        return sandbox_file_list(sb, a->path, a->ret_listing, err);
+}
 
 int session_file_read(struct session *s, const char *path, size_t max_bytes, char **ret_data,
                       size_t *ret_len, struct airlock_error *err)
 {
-        return WITH_SANDBOX(s, err,
-                            sandbox_file_read(s->sb, path, max_bytes, ret_data, ret_len, err));
+        struct file_args a = {
+                .path = path, .max_bytes = max_bytes, .ret_data = ret_data, .ret_len = ret_len
+        };
+        return with_sandbox(s, false, do_read, &a, err);
 }
 
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,
                        struct airlock_error *err)
 {
-        return WITH_SANDBOX(s, err, sandbox_file_write(s->sb, path, data, len, err));
+        struct file_args a = { .path = path, .data = data, .len = len };
+        return with_sandbox(s, true, do_write, &a, err);
 }
 
 int session_file_delete(struct session *s, const char *path, struct airlock_error *err)
 {
-        return WITH_SANDBOX(s, err, sandbox_file_delete(s->sb, path, err));
+        struct file_args a = { .path = path };
+        return with_sandbox(s, true, do_delete, &a, err);
 }
 
 int session_file_list(struct session *s, const char *dir, json_t **ret_listing,
                       struct airlock_error *err)
 {
-        return WITH_SANDBOX(s, err, sandbox_file_list(s->sb, dir, ret_listing, err));
+        struct file_args a = { .path = dir, .ret_listing = ret_listing };
+        return with_sandbox(s, false, do_list, &a, err);
 }
 
 int session_run_once(struct session_manager *mgr, const struct session_create_options *opts,
                      const struct exec_request *req, json_t **ret_result, struct airlock_error *err)
 {
+        struct session_create_options o = opts ? *opts : (struct session_create_options){ 0 };
         struct session *s = NULL;
         char id[SESSION_ID_LEN + 1];
         int r;
 
-        r = session_create(mgr, opts, &s, err);
+        o.ephemeral = true;
+        r = session_create(mgr, &o, &s, err);
         if (r < 0)
                 return r;
         memcpy(id, s->id, sizeof(id));

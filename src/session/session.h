@@ -1,7 +1,10 @@
 /* Sessions: named, stateful sandboxes that keep Python variables, a bash shell and the files
- * of /work between executions. The session manager owns the table of live sessions, a warm pool
- * per profile (so create is a hand-over), the idle reaper and the limit on live sessions. The
- * HTTP API, MCP and the CLI use only this interface.
+ * of /work between executions. A session is idle, busy (an execution runs) or stopped (no
+ * process, no memory: its state is on disk, see snapshot.h). The session manager owns the table
+ * of live sessions, a warm pool per profile (so create is a hand-over), the worker that stops
+ * idle sessions, checkpoints quiet ones and deletes long-stopped ones, and the limit on live
+ * sessions. Stopped sessions live only in the store; any call that needs a sandbox resumes
+ * them. The HTTP API, MCP and the CLI use only this interface.
  *
  * Threading: every function may be called from any thread. A session runs one execution at a
  * time; a second concurrent one gets -EBUSY. Objects handed out are references: release them
@@ -27,10 +30,15 @@ struct session_manager_config {
         enum jail_isolation mode;
         unsigned max_sessions; /* live sessions, pool excluded; default 64 */
         unsigned pool_size;    /* warm sessions kept per profile once it is used; 0 = none */
-        uint64_t default_idle_timeout_ms; /* default 5 minutes */
-        uint64_t max_idle_timeout_ms; /* largest idle_timeout_s a client may ask; default 24 h */
-        uint64_t interrupt_grace_ms;  /* after SIGINT, wait this long before killing; 2000 */
-        const char *state_dir;        /* where the session store lives; NULL = no store */
+        uint64_t default_stop_after_ms; /* idle this long, a session stops; default 5 minutes */
+        uint64_t max_stop_after_ms;     /* largest stop_after_s a client may ask; default 24 h */
+        uint64_t interrupt_grace_ms;    /* after SIGINT, wait this long before killing; 2000 */
+        /* Where the session store and stopped sessions live. NULL = no store: sessions cannot
+         * stop, and an idle one is ended instead. */
+        const char *state_dir;
+        uint64_t delete_after_ms;         /* a stopped session is deleted this long after; 5 days */
+        uint64_t checkpoint_after_ms;     /* checkpoint a session this long quiet; 0 = never */
+        uint64_t max_stopped_bytes;       /* disk a stopped session may use; default 1 GiB */
         const char *const *pool_profiles; /* profiles warm from the start; NULL = {"default"} */
 };
 
@@ -38,9 +46,10 @@ struct session_manager_config {
 int session_manager_new(const struct session_manager_config *cfg, struct session_manager **ret_mgr,
                         struct airlock_error *err);
 
-/* Ends every live session as lost ("the daemon shut down"), so that executions blocked in
- * them return at once, and refuses new ones. The manager stays valid until
- * session_manager_free(). */
+/* Refuses new sessions and stops every live one (interrupting running cells first), so that
+ * the next daemon on the same state directory can resume them; sessions that cannot be saved
+ * (or all of them, without a state directory) end as lost ("the daemon shut down"). The
+ * manager stays valid until session_manager_free(). */
 void session_manager_shutdown(struct session_manager *mgr);
 
 /* Kills every session and pool member, removes their cgroups and frees the manager.
@@ -48,9 +57,10 @@ void session_manager_shutdown(struct session_manager *mgr);
 void session_manager_free(struct session_manager *mgr);
 
 struct session_create_options {
-        const char *profile;      /* NULL = "default" */
-        uint64_t idle_timeout_ms; /* 0 = the manager's default */
-        char *const *env;         /* NULL or "NAME=value" strings added to the environment */
+        const char *profile;    /* NULL = "default" */
+        uint64_t stop_after_ms; /* 0 = the manager's default */
+        char *const *env;       /* NULL or "NAME=value" strings added to the environment */
+        bool ephemeral;         /* a one-shot run: never saved to disk */
 };
 
 /* Creates a session (taking a warm one when the pool has it). Returns 0 with a new reference
@@ -59,16 +69,52 @@ struct session_create_options {
 int session_create(struct session_manager *mgr, const struct session_create_options *opts,
                    struct session **ret_session, struct airlock_error *err);
 
-/* Finds a live session by id. Returns 0 with a new reference, or -ENOENT. Sessions that ended
- * (lost, idle, destroyed) are not found; use session_manager_describe_ended() for those. */
-int session_lookup(struct session_manager *mgr, const char *id, struct session **ret_session);
+/* Finds a session by id, resuming it if it is stopped (a fresh sandbox from its profile's
+ * zygote, /work and the variables restored; the next execution reports it). Returns 0 with a
+ * new reference; -ENOENT when no live or stopped session has that id (ended ones: see
+ * session_manager_describe_ended()); -EUSERS at the live-session limit; -ESHUTDOWN; or -errno
+ * with err set when the resume failed (the session stays stopped). err may be NULL. */
+int session_lookup(struct session_manager *mgr, const char *id, struct session **ret_session,
+                   struct airlock_error *err);
 
-/* Ends a session: kills its processes, removes its cgroup and workspace. Returns 0 or -ENOENT.
- * An execution running in it ends with status "killed" and state "lost". */
+/* Finds a live session by id, never resuming one. Returns 0 with a new reference, or -ENOENT. */
+int session_find(struct session_manager *mgr, const char *id, struct session **ret_session);
+
+/* Ends a session in any state: kills its processes, removes its cgroup, its workspace and
+ * everything saved of it. Returns 0 or -ENOENT. An execution running in it ends with status
+ * "killed" and state "lost". */
 int session_destroy(struct session_manager *mgr, const char *id);
 
-/* The live sessions, as an array of session_describe() objects. New reference. */
-json_t *session_list(struct session_manager *mgr);
+/* Stops a session now: saves it (see snapshot.h) and ends its processes. *ret_desc (may be
+ * NULL) gets its session_describe() object. Stopping a stopped session does nothing. Returns
+ * 0; -ENOENT; -EBUSY while an execution runs; -EOPNOTSUPP without a state directory; or,
+ * when saving failed (-ENOSPC, -EFBIG over max_stopped_bytes, -EIO), -errno with err set and
+ * the session still live. */
+int session_stop(struct session_manager *mgr, const char *id, json_t **ret_desc,
+                 struct airlock_error *err);
+
+/* Resumes a stopped session (see session_lookup), or does nothing to a live one. *ret_desc is
+ * its description plus "resumed" (bool), "lost_names" and, when part of the state was lost,
+ * "resume_error". Returns as session_lookup(). */
+int session_resume(struct session_manager *mgr, const char *id, json_t **ret_desc,
+                   struct airlock_error *err);
+
+/* Forks a session into n (1..SESSION_FORK_MAX) new ones, each a copy of its variables and /work
+ * now, in a sandbox of its own, with its random generators reseeded. A stopped parent is
+ * resumed first. *ret_sessions is a new array of the children's descriptions (each with its
+ * "lost_names"). Returns 0; -ENOENT; -EINVAL for n out of range; -EBUSY while the parent runs
+ * an execution; -EUSERS when n more sessions would pass the limit; or -errno with err set. */
+#define SESSION_FORK_MAX 32
+int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t **ret_sessions,
+                 struct airlock_error *err);
+
+/* The live and stopped sessions, as an array of session_describe() objects; state_filter is
+ * NULL (all), "idle", "busy", "stopped" or "live" (idle and busy). New reference. */
+json_t *session_list(struct session_manager *mgr, const char *state_filter);
+
+/* The description of a live or stopped session (a stopped one is read from the store, not
+ * resumed), or NULL when there is none by that id. */
+json_t *session_describe_id(struct session_manager *mgr, const char *id);
 
 /* If id names a session that ended, a new object {id, state: "lost"|"ended", reason} telling
  * why (timeout not stopped, oom, crash, idle, destroyed); else NULL. Lets the API answer the
@@ -83,12 +129,16 @@ void session_unref(struct session *s);
 
 const char *session_id(const struct session *s);
 
-/* {id, profile, state: "idle"|"busy", created_at, last_used_at (RFC 3339), idle_timeout_s,
- *  execution_count, usage: {cpu_ms, peak_memory_bytes, memory_limit_bytes}}. New reference. */
+/* {id, profile, state: "idle"|"busy"|"stopped", created_at, last_used_at (RFC 3339),
+ *  stop_after_s, idle_timeout_s (its old name), stopped_at, delete_at (null unless stopped),
+ *  execution_count, lost_names (not saved at the last stop or checkpoint),
+ *  usage: {cpu_ms, peak_memory_bytes, memory_limit_bytes}}. New reference. */
 json_t *session_describe(struct session *s);
 
-/* Runs one cell (req->language "python" or "bash"). On success *ret_result is a new execution
- * object of DESIGN.md section 4 including "state": "preserved" or "lost". A timeout first
+/* Runs one cell (req->language "python" or "bash"), resuming the session first if it stopped.
+ * On success *ret_result is a new execution object of DESIGN.md section 4 including "state":
+ * "preserved" or "lost"; the first one after a resume also has "resumed": true, "lost_names"
+ * and, when part of the state was lost, "resume_error". A timeout first
  * interrupts the cell (KeyboardInterrupt / SIGINT to bash); if it stops within the grace period
  * the session lives ("preserved"), otherwise it is killed ("lost") and ends. Returns 0,
  * -EBUSY if another execution runs (409), -ENOENT if the session ended meanwhile, or -errno.
@@ -97,7 +147,8 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
                     struct airlock_error *err);
 
 /* Interrupts the running cell as a timeout would, keeping the session when the cell stops.
- * Returns 0 (also when nothing runs: then it does nothing), or -ENOENT. */
+ * Returns 0 (also when nothing runs, or the session stopped: then it does nothing), or
+ * -ENOENT. */
 int session_interrupt(struct session *s);
 
 /* Files in the session's /work. Read data is NUL-terminated past *ret_len (it may contain NULs
@@ -105,7 +156,9 @@ int session_interrupt(struct session *s);
  * and may not contain "..", empty components, NUL bytes or a leading '/'; every component is
  * resolved beneath /work without following symlinks (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), so
  * nothing outside /work is ever touched. -EINVAL for a bad path, -ENOENT, -EISDIR, -ENOTDIR, -EFBIG
- * over max_bytes or the workspace size, -ELOOP when a component is a symlink. */
+ * over max_bytes or the workspace size, -ELOOP when a component is a symlink. A stopped session
+ * is resumed first; a write or delete is copied to the session's saved files before it
+ * returns, so it outlives a crash of the daemon. */
 int session_file_read(struct session *s, const char *path, size_t max_bytes, char **ret_data,
                       size_t *ret_len, struct airlock_error *err);
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,

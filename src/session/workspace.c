@@ -26,7 +26,7 @@
 #define RESOLVE_STRICT                                                                             \
         (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
-static int openat2_strict(int dirfd, const char *path, int flags, mode_t mode)
+int workspace_openat2(int dirfd, const char *path, int flags, mode_t mode)
 {
         struct open_how how = {
                 .flags = (uint64_t) flags | O_CLOEXEC | O_NOFOLLOW,
@@ -42,13 +42,10 @@ static int openat2_strict(int dirfd, const char *path, int flags, mode_t mode)
  * mapped: the kernel refuses to create an inode owned by it (EOVERFLOW). So the creating calls
  * run as the sandbox's own host uid and gid, which also makes the new files the user's, with
  * no chown. setfsuid/setfsgid change only the calling thread; the daemon's other threads keep
- * their identity, and this one gets it back in fsid_leave(). In process mode /work is a host
- * directory: files are created as root there and handed over with chown. */
-struct fsid {
-        bool switched;
-};
+ * their identity, and this one gets it back in workspace_fsid_leave(). In process mode /work is a
+ * host directory: files are created as root there and handed over with chown. */
 
-static void fsid_enter(struct sandbox *sb, struct fsid *f)
+void workspace_fsid_enter(struct sandbox *sb, struct fsid *f)
 {
         f->switched = !sb->workdir;
         if (!f->switched)
@@ -57,7 +54,7 @@ static void fsid_enter(struct sandbox *sb, struct fsid *f)
         (void) syscall(SYS_setfsuid, sandbox_host_uid(sb));
 }
 
-static void fsid_leave(struct fsid *f)
+void workspace_fsid_leave(struct fsid *f)
 {
         if (!f->switched)
                 return;
@@ -84,13 +81,14 @@ int workspace_make_host_dir(char **ret_path, struct airlock_error *err)
         return *ret_path ? 0 : -ENOMEM;
 }
 
-static int remove_tree_at(int dirfd, int depth)
+int workspace_remove_tree_at(int dirfd, int depth)
 {
         _cleanup_close_ int fd = -EBADF;
         DIR *d;
         struct dirent *de;
 
-        if (depth > 64)
+        /* Deeper than any copy makes (workspace-tree.c), with room to spare. */
+        if (depth > 300)
                 return -ELOOP;
         fd = dup(dirfd);
         if (fd < 0)
@@ -106,7 +104,7 @@ static int remove_tree_at(int dirfd, int depth)
                         int sub = openat(dirfd, de->d_name,
                                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (sub >= 0) {
-                                (void) remove_tree_at(sub, depth + 1);
+                                (void) workspace_remove_tree_at(sub, depth + 1);
                                 (void) close(sub);
                         }
                         (void) unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
@@ -125,14 +123,14 @@ int workspace_remove_host_dir(const char *path)
         fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        (void) remove_tree_at(fd, 0);
+        (void) workspace_remove_tree_at(fd, 0);
         return rmdir(path) < 0 ? -errno : 0;
 }
 
 /* Opens the sandbox's /work as a directory fd. In namespaces mode that is reached through the
  * sandbox's root (/proc/PID/root), which we may follow because the sandbox's first process is
  * our own unreaped child, so the pid cannot be reused under us. */
-static int open_workspace(struct sandbox *sb, struct airlock_error *err)
+int workspace_open(struct sandbox *sb, struct airlock_error *err)
 {
         char path[64];
         int fd;
@@ -202,12 +200,12 @@ int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
                 return airlock_error_set(
                         err, -EFBIG, "'%s' is larger than the workspace (%llu bytes)", host_path,
                         (unsigned long long) sb->profile->limits.workspace_bytes);
-        work = open_workspace(sb, err);
+        work = workspace_open(sb, err);
         if (work < 0)
                 return work;
-        fsid_enter(sb, &fsid);
-        out = openat2_strict(work, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        fsid_leave(&fsid);
+        workspace_fsid_enter(sb, &fsid);
+        out = workspace_openat2(work, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        workspace_fsid_leave(&fsid);
         if (out < 0)
                 return airlock_error_set(err, out, "cannot create '%s' in the workspace: %s", name,
                                          strerror(-out));
@@ -267,7 +265,7 @@ static int copy_out_dir(int src_dir, int dst_dir, const char *prefix, int depth,
                         break;
                 }
                 /* O_PATH first: never open a FIFO or device for reading, never follow. */
-                in = openat2_strict(src_dir, de->d_name, O_PATH, 0);
+                in = workspace_openat2(src_dir, de->d_name, O_PATH, 0);
                 if (in < 0) {
                         skipped_add(st->skipped, rel,
                                     in == -ELOOP ? "symbolic link (not followed)"
@@ -278,14 +276,14 @@ static int copy_out_dir(int src_dir, int dst_dir, const char *prefix, int depth,
                         continue;
                 if (S_ISDIR(stt.st_mode)) {
                         _cleanup_close_ int sub = -EBADF, dsub = -EBADF;
-                        sub = openat2_strict(src_dir, de->d_name, O_RDONLY | O_DIRECTORY, 0);
+                        sub = workspace_openat2(src_dir, de->d_name, O_RDONLY | O_DIRECTORY, 0);
                         if (sub < 0)
                                 continue;
                         if (mkdirat(dst_dir, de->d_name, 0755) < 0 && errno != EEXIST) {
                                 r = -errno;
                                 break;
                         }
-                        dsub = openat2_strict(dst_dir, de->d_name, O_RDONLY | O_DIRECTORY, 0);
+                        dsub = workspace_openat2(dst_dir, de->d_name, O_RDONLY | O_DIRECTORY, 0);
                         if (dsub < 0) {
                                 skipped_add(st->skipped, rel, "destination is not a directory");
                                 continue;
@@ -302,10 +300,10 @@ static int copy_out_dir(int src_dir, int dst_dir, const char *prefix, int depth,
                         continue;
                 }
                 safe_close_fd(TAKE_FD(in));
-                in = openat2_strict(src_dir, de->d_name, O_RDONLY | O_NONBLOCK, 0);
+                in = workspace_openat2(src_dir, de->d_name, O_RDONLY | O_NONBLOCK, 0);
                 if (in < 0)
                         continue;
-                out = openat2_strict(dst_dir, de->d_name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                out = workspace_openat2(dst_dir, de->d_name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
                 if (out < 0) {
                         skipped_add(st->skipped, rel, "destination cannot be written safely");
                         continue;
@@ -339,7 +337,7 @@ int sandbox_copy_out(struct sandbox *sb, const char *host_dir, json_t **ret_skip
         dst = open(host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dst < 0)
                 return airlock_error_set(err, -errno, "cannot open '%s': %m", host_dir);
-        work = open_workspace(sb, err);
+        work = workspace_open(sb, err);
         if (work < 0)
                 return work;
         st.skipped = json_array();
@@ -419,7 +417,7 @@ static int open_parent(struct sandbox *sb, int work, const char *path, bool crea
         }
         *slash = '\0';
         if (!create_parents)
-                return openat2_strict(work, buf, O_PATH | O_DIRECTORY, 0);
+                return workspace_openat2(work, buf, O_PATH | O_DIRECTORY, 0);
 
         dir = fcntl(work, F_DUPFD_CLOEXEC, 3);
         if (dir < 0)
@@ -441,7 +439,7 @@ static int open_parent(struct sandbox *sb, int work, const char *path, bool crea
                         (void) close(dir);
                         return r;
                 }
-                sub = openat2_strict(dir, comp, O_PATH | O_DIRECTORY, 0);
+                sub = workspace_openat2(dir, comp, O_PATH | O_DIRECTORY, 0);
                 (void) close(dir);
                 if (sub < 0)
                         return sub;
@@ -460,10 +458,10 @@ int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, ch
 
         if (!workspace_path_is_valid(path, false))
                 return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
-        work = open_workspace(sb, err);
+        work = workspace_open(sb, err);
         if (work < 0)
                 return work;
-        fd = openat2_strict(work, path, O_RDONLY | O_NONBLOCK, 0);
+        fd = workspace_openat2(work, path, O_RDONLY | O_NONBLOCK, 0);
         if (fd == -ENXIO) /* a unix socket */
                 return airlock_error_set(err, -EINVAL, "'%s' is not a regular file", path);
         if (fd < 0)
@@ -512,16 +510,16 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
                 return airlock_error_set(err, -EFBIG,
                                          "%zu bytes is more than the workspace holds (%llu)", len,
                                          (unsigned long long) sb->profile->limits.workspace_bytes);
-        work = open_workspace(sb, err);
+        work = workspace_open(sb, err);
         if (work < 0)
                 return work;
         /* Directories and the file are made as the sandbox user (see fsid_enter). */
-        fsid_enter(sb, &fsid);
+        workspace_fsid_enter(sb, &fsid);
         dir = open_parent(sb, work, path, true, &name, &fsid);
         /* O_NONBLOCK: a FIFO planted by the code must not hold this thread (and the session)
          * until someone reads it; whatever is not a regular file is refused below. */
-        fd = dir < 0 ? dir : openat2_strict(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
-        fsid_leave(&fsid);
+        fd = dir < 0 ? dir : workspace_openat2(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
+        workspace_fsid_leave(&fsid);
         if (dir < 0)
                 return airlock_error_set(err, dir, "cannot create the directories of '%s': %s",
                                          path, errno_word(dir));
@@ -554,7 +552,7 @@ int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_err
 
         if (!workspace_path_is_valid(path, false))
                 return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
-        work = open_workspace(sb, err);
+        work = workspace_open(sb, err);
         if (work < 0)
                 return work;
         dir = open_parent(sb, work, path, false, &name, &(struct fsid){ 0 });
@@ -564,11 +562,11 @@ int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_err
                 return airlock_error_set(err, -errno, "cannot delete '%s': %s", path,
                                          errno_word(-errno));
         if (S_ISDIR(st.st_mode)) {
-                target = openat2_strict(dir, name, O_RDONLY | O_DIRECTORY, 0);
+                target = workspace_openat2(dir, name, O_RDONLY | O_DIRECTORY, 0);
                 if (target < 0)
                         return airlock_error_set(err, target, "cannot delete '%s': %s", path,
                                                  errno_word(target));
-                (void) remove_tree_at(target, 0);
+                (void) workspace_remove_tree_at(target, 0);
                 if (unlinkat(dir, name, AT_REMOVEDIR) < 0)
                         return airlock_error_set(err, -errno, "cannot delete '%s': %m", path);
                 return 0;
@@ -604,10 +602,10 @@ int sandbox_file_list(struct sandbox *sb, const char *dir_path, json_t **ret_lis
         if (!workspace_path_is_valid(dir_path, true))
                 return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work",
                                          dir_path);
-        work = open_workspace(sb, err);
+        work = workspace_open(sb, err);
         if (work < 0)
                 return work;
-        fd = *dir_path ? openat2_strict(work, dir_path, O_RDONLY | O_DIRECTORY, 0)
+        fd = *dir_path ? workspace_openat2(work, dir_path, O_RDONLY | O_DIRECTORY, 0)
                        : fcntl(work, F_DUPFD_CLOEXEC, 3);
         if (fd < 0)
                 return airlock_error_set(err, fd < -1 ? fd : -errno, "cannot list '%s': %s",

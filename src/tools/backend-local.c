@@ -18,7 +18,7 @@ static int lookup(struct local *l, const char *id, struct session **ret_s,
                   struct airlock_error *err)
 {
         _cleanup_(json_decrefp) json_t *ended = NULL;
-        int r = session_lookup(l->mgr, id, ret_s);
+        int r = session_lookup(l->mgr, id, ret_s, err);
 
         if (r != -ENOENT)
                 return r;
@@ -32,13 +32,14 @@ static int lookup(struct local *l, const char *id, struct session **ret_s,
  * it; the session table tells the two apart. */
 static int file_errno(struct local *l, const char *id, int r, struct airlock_error *err)
 {
-        struct session *s = NULL;
+        json_t *desc;
 
         if (r != -ENOENT)
                 return r;
-        if (session_lookup(l->mgr, id, &s) < 0)
+        desc = session_describe_id(l->mgr, id);
+        if (!desc)
                 return airlock_error_set(err, -ESRCH, "the session ended");
-        session_unref(s);
+        json_decref(desc);
         return r;
 }
 

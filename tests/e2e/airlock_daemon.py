@@ -600,3 +600,106 @@ def ndjson_events(response):
     for line in response.iter_lines(chunk_size=1):
         if line:
             yield time.monotonic(), json.loads(line)
+
+
+# ------------------------------------------------------------------------------------------
+# Crashes and restarts (tests/e2e/test_lifecycle.py)
+# ------------------------------------------------------------------------------------------
+
+
+def cmdline(pid):
+    """The command line of pid as one string (arguments joined by spaces), or ""."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def host_mounts():
+    """{(mount point, source)} of this process's mount namespace (the host's)."""
+    out = set()
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            sep = parts.index("-")
+            out.add((parts[4], parts[sep + 2] if len(parts) > sep + 2 else ""))
+    return out
+
+
+class CrashRecord:
+    """What a daemon killed with SIGKILL had made, for the check after a restart: every
+    descendant ever seen (pid -> (starttime, comm)), those among them that were runners
+    (cmdline contains airlock-runner) at the kill, and the airlock-* cgroup names it used."""
+
+    def __init__(self, pids, runners, names):
+        self.pids = pids
+        self.runners = runners
+        self.names = names
+
+    def runners_alive(self):
+        """Runners of the crashed daemon still running (same pid AND start time)."""
+        table = _proc_table()
+        return {pid: cmd for pid, (start, cmd) in self.runners.items()
+                if pid in table and table[pid][1] == start}
+
+
+_CRASHED = []
+
+
+def crash_daemon(d):
+    """kill -9 of the daemon process alone, as a crash would: its zygotes and sandboxes are
+    left to themselves (the next daemon on the state directory must clean them up). Returns a
+    CrashRecord. The daemon counts as stopped afterwards; reap_crashed(d) removes whatever
+    of it is left, for the cleanup of a test."""
+    assert d.alive(), "crash_daemon: the daemon is not running"
+    desc = d.sample()
+    runners = {}
+    for pid, (start, _) in desc.items():
+        cmd = cmdline(pid)
+        if "airlock-runner" in cmd:
+            runners[pid] = (start, cmd)
+    names = d.known_cgroup_names()
+    pids = dict(d.seen)
+    os.kill(d.proc.pid, signal.SIGKILL)
+    try:
+        d.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        pass
+    d.stopped = True
+    d.returncode = d.proc.returncode
+    if d.http is not None:
+        d.http.close()
+    if d not in _CRASHED:
+        _CRASHED.append(d)
+    return CrashRecord(pids, runners, names)
+
+
+def reap_crashed(d):
+    """After crash_daemon(d) (and once no other daemon uses d's cgroup names): SIGKILL what is
+    left of it (each pid checked against its start time) and remove its empty cgroups."""
+    d._kill_everything()
+    d._remove_empty_cgroups()
+    if d in _CRASHED:
+        _CRASHED.remove(d)
+
+
+@atexit.register
+def _reap_crashed_daemons():
+    for d in list(_CRASHED):
+        try:
+            reap_crashed(d)
+        except Exception:       # noqa: BLE001 - best effort at exit
+            pass
+
+
+def restart_daemon(pytest, old, **kw):
+    """A new daemon on old's working (and state) directory, with old's flags, binary,
+    environment and token unless given. old must have been given its workdir (so that
+    stopping it did not remove the directory)."""
+    assert not old.owns_workdir, "restart_daemon: give the first daemon a workdir of its own"
+    kw.setdefault("args", old.args)
+    kw.setdefault("binary", old.binary)
+    kw.setdefault("env", old.base_env)
+    kw.setdefault("token_env", old.token_env)
+    return start_daemon_or_fail(pytest, workdir=old.workdir, **kw)

@@ -231,7 +231,7 @@ def test_max_sessions_gives_503(daemons):
     assert r.status_code == 200, d.why(r)
 
 
-def test_sessions_of_a_previous_run_are_reported_lost(workdir):
+def test_sessions_of_a_previous_run_are_stopped_and_resume(workdir):
     d = start_daemon_or_fail(pytest, workdir=workdir)
     try:
         sid = d.create_session()
@@ -241,13 +241,14 @@ def test_sessions_of_a_previous_run_are_reported_lost(workdir):
     d2 = start_daemon_or_fail(pytest, workdir=workdir)
     try:
         r = d2.get(f"/v1/sessions/{sid}")
-        assert r.status_code == 404, d2.why(r)
+        assert r.status_code == 200, d2.why(r)
         body = r.json()
-        # The daemon stopped while the session was live: its state was lost, not "deleted by
-        # a client" (docs/API.md: state lost = the session was killed and ended).
-        assert body.get("id") == sid and body.get("state") == "lost" and body.get("reason"), body
-        assert "client" not in body["reason"], body
-        assert d2.get("/v1/sessions").json()["sessions"] == []
+        # SIGTERM stopped the session (docs/API.md): it is listed, and its next call resumes
+        # it with its variables.
+        assert body["state"] == "stopped" and body["stopped_at"] and body["delete_at"], body
+        assert [s["id"] for s in d2.get("/v1/sessions").json()["sessions"]] == [sid]
+        res = d2.execute(sid, "x + 1")
+        assert res["result"] == "2" and res.get("resumed") is True, res
     finally:
         stop_ok(d2)
 

@@ -156,15 +156,16 @@ def test_session_env_reaches_both_languages(daemon, sessions):
     assert r["stdout"] == "[hello world]\n", r
 
 
-def test_idle_session_ends(daemon):
+def test_idle_session_stops_and_resumes(daemon):
     sid = daemon.create_session(idle_timeout_s=1)
     try:
+        daemon.execute(sid, "kept = 'yes'")
         deadline = time.monotonic() + 15
-        while daemon.get(f"/v1/sessions/{sid}").status_code == 200:
-            assert time.monotonic() < deadline, "idle_timeout_s 1 did not end the session"
+        while daemon.get(f"/v1/sessions/{sid}").json()["state"] != "stopped":
+            assert time.monotonic() < deadline, "idle_timeout_s 1 did not stop the session"
             time.sleep(0.2)
-        assert_session_404(daemon, sid, "ended", "idle")
-        assert gone_within(daemon, sid)
+        res = daemon.execute(sid, "kept")
+        assert res["result"] == "'yes'" and res.get("resumed") is True, res
     finally:
         daemon.delete_session(sid)
 

@@ -161,7 +161,7 @@ Test(api, session_body_env)
         cr_expect_str_eq(b.env[0], "A=1");
         cr_expect_str_eq(b.env[1], "B=x=y");
         cr_expect_null(b.env[2]);
-        cr_expect_eq(b.idle_timeout_ms, 1500);
+        cr_expect_eq(b.stop_after_ms, 1500);
         strv_free(b.env);
         json_decref(root);
 }

@@ -1,0 +1,140 @@
+/* The session manager's own types, shared by session.c (the table, pools, executions, files)
+ * and lifecycle.c (stop, resume, fork, checkpoints, deletion). Nothing outside src/session
+ * includes this. */
+#pragma once
+
+#include "session.h"
+
+#include "profile/profile.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#define ENDED_MAX 1024
+
+/* Where a session object is in its life. Only LIVE sessions run executions; the others make
+ * callers wait (RESUMING, SAVING) or look the id up again (GONE after a stop: the id lives on
+ * in the store and a new object resumes it). */
+enum session_phase {
+        PHASE_RESUMING, /* in the table, its sandbox being prepared */
+        PHASE_LIVE,
+        PHASE_SAVING, /* a checkpoint, stop or fork holds its runner */
+        PHASE_GONE,   /* stopped (gone_stopped) or ended; this object is finished */
+};
+
+struct session {
+        atomic_int refs;
+        char id[SESSION_ID_LEN + 1];
+        struct session_manager *mgr;
+        const struct profile *profile; /* owned by the manager's profile cache */
+        pthread_mutex_t lock;          /* guards everything below */
+        pthread_cond_t cond;           /* phase or busy changed */
+        pthread_mutex_t save_lock;     /* one write to its saved state at a time */
+        struct sandbox *sb;            /* set while LIVE or SAVING */
+        enum session_phase phase;
+        bool gone_stopped; /* GONE by a stop (or a failed resume): the id can be resumed */
+        bool busy;         /* an execution runs */
+        bool ephemeral;    /* one-shot: never saved */
+        bool dirty;        /* executions since the last save */
+        uint64_t stop_after_ms;
+        char **env; /* given at create, applied again on resume and fork */
+        time_t created_at;
+        uint64_t last_used_ns; /* monotonic */
+        time_t last_used_at;
+        unsigned exec_count;
+        double cpu_ms;
+        uint64_t peak_memory;
+        json_t *saved;         /* what the last save reported (snapshot.h meta), or NULL */
+        json_t *resume_report; /* for the first execution after a resume, or NULL */
+};
+
+struct pool_member {
+        struct sandbox *sb;
+        char id[SESSION_ID_LEN + 1];
+};
+
+struct profile_slot {
+        struct profile *profile;
+        pthread_mutex_t zlock; /* starting or replacing the zygote */
+        struct zygote *zygote; /* namespaces mode: where this profile's sessions come from */
+        char **envp;           /* the environment of the profile's runners */
+        unsigned pool_target;
+        bool pool_failed; /* a warm session could not start: do not keep retrying */
+        struct pool_member *pool;
+        unsigned pool_len, pool_cap;
+        unsigned starting; /* pool members being started right now */
+};
+
+struct ended {
+        char id[SESSION_ID_LEN + 1];
+        char reason[160];
+        bool lost; /* ended by a failure rather than by a client or idleness */
+};
+
+struct session_manager {
+        struct session_manager_config cfg;
+        pthread_mutex_t lock;
+        pthread_cond_t wake; /* pool and reaper thread */
+        bool stopping;
+        struct session **sessions; /* live, resuming and saving sessions */
+        unsigned n_sessions, cap_sessions;
+        unsigned reserved;              /* places held for forks being made */
+        struct profile_slot **profiles; /* pointers: a slot's mutex must not move */
+        unsigned n_profiles;
+        char *runner_path;
+        struct ended ended[ENDED_MAX];
+        unsigned ended_next;
+        pthread_t worker;
+        bool worker_started;
+        uint64_t next_deletion_scan_ns;
+        struct store *store; /* NULL without a state directory */
+        /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and
+         * remove their cgroups: requests never wait for that. */
+        pthread_mutex_t grave_lock;
+        struct sandbox **grave;
+        unsigned n_grave, cap_grave;
+};
+
+/* session.c */
+void session_make_id(char id[SESSION_ID_LEN + 1]);
+void session_format_time(time_t t, char buf[32]);
+struct session *session_ref(struct session *s);
+int session_profile_slot(struct session_manager *mgr, const char *name,
+                         struct profile_slot **ret_slot, struct airlock_error *err);
+/* A sandbox for a new or resumed session: a warm one from the pool, else a fresh fork.
+ * ret_id gets the id its cgroup is named after, for a new session to take. */
+int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
+                         struct sandbox **ret_sb, char ret_id[SESSION_ID_LEN + 1],
+                         struct airlock_error *err);
+struct session *session_new_object(struct session_manager *mgr, const char *id,
+                                   const struct profile *p);
+int session_table_add(struct session_manager *mgr, struct session *s);     /* lock held */
+void session_table_remove(struct session_manager *mgr, struct session *s); /* lock held */
+void session_bury(struct session_manager *mgr, struct sandbox *sb);
+void session_remember_ended(struct session_manager *mgr, const char *id, bool lost,
+                            const char *reason);
+/* The facts the store keeps of a session, as JSON text (caller frees). s->lock held. */
+char *session_info_json(const struct session *s);
+int session_apply_env(struct sandbox *sb, char *const *env, struct airlock_error *err);
+
+/* lifecycle.c */
+/* Stops s (a reference the caller holds). shutdown: the daemon is going away. */
+int lifecycle_stop(struct session *s, bool shutdown, struct airlock_error *err);
+/* Resumes the stopped session id into a new object (see session_lookup). */
+int lifecycle_resume(struct session_manager *mgr, const char *id, struct session **ret_s,
+                     struct airlock_error *err);
+/* Saves s's state in the background when it has been quiet long enough. */
+void lifecycle_checkpoint(struct session *s);
+/* Copies s's /work to disk after a change. The caller keeps s from stopping meanwhile (holds
+ * it busy, or holds its lock). */
+void lifecycle_save_files(struct session *s);
+/* Deletes stopped sessions whose time has come. */
+void lifecycle_delete_due(struct session_manager *mgr);
+/* Removes everything saved of a session, if the manager has a state directory. */
+void lifecycle_remove_saved(struct session_manager *mgr, const char *id);
+/* The description of a stopped session from its store row. */
+json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row);

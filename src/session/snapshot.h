@@ -1,0 +1,45 @@
+/* Saved sessions on disk. A session that stops (or is checkpointed) keeps, in
+ * <state_dir>/sessions/<id>/:
+ *   work/          a copy of its /work (see workspace_save), swapped in whole by rename
+ *   python.state   the pickle its runner wrote of its variables (never read by the daemon:
+ *                  a pickle is code, and only a sandbox loads it)
+ * Every file is written under a temporary name, fsynced when durable, and renamed into place,
+ * so a crash or a full disk never leaves half a state where a resume would read it. What the
+ * runner reported about the pickle (offset, size, lost names, modules, shell state) is the
+ * "meta" object the session store keeps beside the session's other facts. */
+#pragma once
+
+#include "base/error.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sandbox;
+
+/* Saves sb's variables and files. durable: fsync everything (a stop); else the page cache is
+ * enough (the daemon may crash, the machine is not expected to). At most max_bytes on disk.
+ * On success *ret_meta is a new object: the runner's validated report plus "state_bytes",
+ * "files_bytes". Returns 0, -EFBIG (over max_bytes), -ENOSPC, -EIO (the runner could not
+ * save), or -errno, always with err set; the previous saved state is then untouched. */
+int snapshot_save(const char *state_dir, const char *id, struct sandbox *sb, bool durable,
+                  uint64_t max_bytes, json_t **ret_meta, struct airlock_error *err);
+
+/* Saves only the files of /work (after a call that changed them), hard-linking what did not
+ * change since the last save. Returns 0 or -errno with err set. */
+int snapshot_save_files(const char *state_dir, const char *id, struct sandbox *sb,
+                        uint64_t max_bytes, struct airlock_error *err);
+
+/* Loads a saved session into the fresh sandbox sb: the files first, then (meta permitting)
+ * the variables. On success *ret_report is a new object {lost_names: [...], error: string or
+ * null}: a missing, truncated or corrupt state is an error in the report, not a failure.
+ * Returns -errno (err set) only when the files could not be restored or the runner died. */
+int snapshot_load(const char *state_dir, const char *id, struct sandbox *sb, const json_t *meta,
+                  json_t **ret_report, struct airlock_error *err);
+
+/* Opens the saved variables for reading (a new open file description each call, so that
+ * several sandboxes can read at once). Returns an fd or -errno. */
+int snapshot_open_state(const char *state_dir, const char *id);
+
+/* Removes everything saved of a session. Returns 0 or -errno (-ENOENT when nothing was). */
+int snapshot_remove(const char *state_dir, const char *id);
