@@ -1225,8 +1225,10 @@ def _write_state(fd, ns, state, lost):
     try:
         for _attempt in range(_STATE_ATTEMPTS):
             start = out.count
+            buffers = []
             try:
-                pickler(out, ns).dump(_bindings(state))
+                pickler(out, ns, buffers.append).dump(_bindings(state))
+                _write_buffers(out, buffers, out.count - start)
                 return start, out.count - start
             except Exception:
                 if out.error is not None:
@@ -1239,9 +1241,72 @@ def _write_state(fd, ns, state, lost):
         lost.update(state)
         start = out.count
         pickler(out, ns).dump({})
+        _write_buffers(out, [], out.count - start)
         return start, out.count - start
     finally:
         _leave_pickling(saved)
+
+
+# The state is the pickle, then the raw bytes of its out-of-band buffers (protocol 5: the data of
+# numpy arrays, so of DataFrames, goes there without being copied into the pickle), then a
+# trailer: each buffer's length, the pickle's length and the buffer count (8 bytes each, little
+# endian) and a magic. Loading reads each buffer straight into memory of its own (numpy's, which
+# asks for huge pages for big arrays), and the arrays are built on it without another copy.
+_TRAILER_MAGIC = b"ALSTATE1"
+
+
+def _write_buffers(out, buffers, pickle_len):
+    lengths = []
+    for b in buffers:
+        raw = b.raw()
+        lengths.append(raw.nbytes)
+        out.write(raw)
+    out.write(b"".join(n.to_bytes(8, "little") for n in lengths)
+              + pickle_len.to_bytes(8, "little") + len(lengths).to_bytes(8, "little")
+              + _TRAILER_MAGIC)
+
+
+def _read_exact(fd, view, pos):
+    """Fills view from fd at pos (pread, so the fd's offset does not matter)."""
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], pos + done)
+        if n <= 0:
+            raise EOFError("the saved state ends early")
+        done += n
+
+
+def _read_state_parts(fd, offset, size):
+    """(pickle bytes, [writable buffers]) of the state at offset in fd."""
+    if size < 24:
+        raise EOFError("the saved state is too short")
+    trailer = bytearray(24)
+    _read_exact(fd, memoryview(trailer), offset + size - 24)
+    if bytes(trailer[16:]) != _TRAILER_MAGIC:
+        raise ValueError("the saved state has no valid trailer")
+    pickle_len = int.from_bytes(trailer[0:8], "little")
+    count = int.from_bytes(trailer[8:16], "little")
+    table_len = 8 * count
+    if count > size or pickle_len + table_len + 24 > size:
+        raise ValueError("the saved state's trailer does not match its size")
+    table = bytearray(table_len)
+    _read_exact(fd, memoryview(table), offset + size - 24 - table_len)
+    lengths = [int.from_bytes(table[i:i + 8], "little") for i in range(0, table_len, 8)]
+    if pickle_len + sum(lengths) + table_len + 24 != size:
+        raise ValueError("the saved state's buffers do not add up to its size")
+    data = bytearray(pickle_len)
+    _read_exact(fd, memoryview(data), offset)
+    np = sys.modules.get("numpy")
+    buffers, pos = [], offset + pickle_len
+    for n in lengths:
+        # numpy's allocator madvises big blocks for huge pages: one fault per 2 MiB instead of
+        # one per 4 KiB, which is most of the cost of bringing a big array back.
+        buf = np.empty(n, dtype=np.uint8) if np is not None and n >= (1 << 20) else bytearray(n)
+        view = memoryview(buf).cast("B") if np is not None and n >= (1 << 20) else memoryview(buf)
+        _read_exact(fd, view, pos)
+        buffers.append(buf)
+        pos += n
+    return data, buffers
 
 
 def _bindings(state):
@@ -1333,8 +1398,8 @@ def _build_classes():
     picklebuffer = pickle.PickleBuffer
 
     class StatePickler(pickle.Pickler):
-        def __init__(self, file, ns):
-            super().__init__(file, protocol=5)
+        def __init__(self, file, ns, buffer_callback=None):
+            super().__init__(file, protocol=5, buffer_callback=buffer_callback)
             self.ns = ns
             self.table = _reducers()
 
@@ -1761,12 +1826,12 @@ def _unpickle_state(fd, offset, size):
     if stat.S_ISREG(st.st_mode) and st.st_size < offset + size:
         raise EOFError(f"the saved state is truncated ({max(st.st_size - offset, 0)} of "
                        f"{size} bytes)")
-    os.lseek(fd, offset, os.SEEK_SET)
+    data, buffers = _read_state_parts(fd, offset, size)
     enabled = gc.isenabled()
     gc.disable()
     try:
-        with open(fd, "rb", closefd=False) as f:
-            state = unpickler(f).load()
+        import io
+        state = unpickler(io.BytesIO(data), buffers=buffers).load()
     finally:
         if enabled:
             gc.enable()

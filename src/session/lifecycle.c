@@ -275,6 +275,12 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         }
         s->phase = PHASE_RESUMING;
         restore_facts(s, row);
+        if (!s->saved && s->exec_count == 0)
+                /* It never ran a cell (a crash caught it before its first checkpoint): there
+                 * are no variables to miss. */
+                s->saved =
+                        json_pack("{s:i, s:i, s:i, s:o, s:o, s:n}", "offset", 0, "size", 0, "count",
+                                  0, "lost_names", json_array(), "modules", json_object(), "bash");
         pthread_mutex_unlock(&mgr->lock);
         json_decref(row);
 
@@ -498,7 +504,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         _cleanup_close_ int state = -EBADF;
         json_t *meta = NULL, *out = NULL;
         uint64_t bytes = 0;
-        unsigned made = 0, sent = 0;
+        unsigned made = 0;
         bool reserved = false;
         uint64_t t[5] = { now_ns() };
         int r;
@@ -548,24 +554,24 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 goto out;
         t[1] = now_ns();
 
-        /* Every child starts loading before any is waited for: they unpickle in parallel
-         * while the daemon copies /work into each. */
+        /* Each child starts loading as soon as it has a sandbox, before any is waited for:
+         * they unpickle in parallel while the next ones start and while the daemon copies
+         * /work into each. */
         for (made = 0; made < n; made++) {
+                int fd;
                 r = session_take_sandbox(mgr, slot, &sbs[made], ids[made], err);
                 if (r >= 0)
                         r = session_apply_env(sbs[made], parent->env, err);
                 if (r < 0)
                         goto out;
-        }
-        t[2] = now_ns();
-        for (sent = 0; sent < n; sent++) {
-                int fd = reopen_ro(state);
+                fd = reopen_ro(state);
                 r = fd < 0 ? airlock_error_set(err, fd, "cannot reopen the fork's state: %s",
                                                strerror(-fd))
-                           : sandbox_restore_send(sbs[sent], fd, meta, true, err);
+                           : sandbox_restore_send(sbs[made], fd, meta, true, err);
                 if (r < 0)
                         goto out;
         }
+        t[2] = now_ns();
         for (unsigned i = 0; i < n; i++) {
                 r = workspace_copy(parent->sb, sbs[i], err);
                 if (r < 0)

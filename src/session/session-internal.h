@@ -101,6 +101,9 @@ int workspace_open(struct sandbox *sb, struct airlock_error *err);
 void workspace_fsid_enter(struct sandbox *sb, struct fsid *f);
 void workspace_fsid_leave(struct fsid *f);
 int workspace_remove_tree_at(int dirfd, int depth);
+/* Copies in to out with read/write, at most limit bytes (-EFBIG past it); *ret_copied (may be
+ * NULL) gets the count. Returns 0 or -errno. */
+int workspace_copy_fd(int in, int out, uint64_t limit, uint64_t *ret_copied);
 
 /* process/none modes: a fresh private directory on the host to serve as /work. */
 int workspace_make_host_dir(char **ret_path, struct airlock_error *err);

@@ -1086,6 +1086,7 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         struct session_manager *mgr = s->mgr;
         struct cgroup_usage u;
         json_t *result = NULL;
+        _cleanup_free_ char *info = NULL;
         bool lost, files_changed = false;
         int r;
 
@@ -1106,7 +1107,13 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         }
         if (!lost && sandbox_usage(s->sb, &u) == 0 && u.has_peak && u.memory_peak > s->peak_memory)
                 s->peak_memory = u.memory_peak;
+        /* Once per session, at its first cell: the store learns that it has variables to lose,
+         * so that a crash before its first checkpoint is reported as such on resume. */
+        if (s->exec_count == 1 && !s->saved && !s->ephemeral && mgr->store)
+                info = session_info_json(s);
         pthread_mutex_unlock(&s->lock);
+        if (info)
+                (void) store_session_update(mgr->store, s->id, info);
 
         /* Files a call made are on disk before the call returns, so a crash of the daemon
          * does not lose them (the variables wait for the next checkpoint). */

@@ -229,6 +229,8 @@ int snapshot_load(const char *state_dir, const char *id, struct sandbox *sb, con
 
         if (!json_is_integer(size) || !json_is_integer(offset))
                 lost = "the daemon stopped before the session's variables were ever saved";
+        else if (json_integer_value(size) == 0)
+                state = open("/dev/null", O_RDONLY | O_CLOEXEC); /* nothing was saved */
         else if ((state = snapshot_open_state(state_dir, id)) < 0)
                 lost = "the file of the saved variables is missing";
         else if (fstat(state, &st) < 0 ||
@@ -237,7 +239,7 @@ int snapshot_load(const char *state_dir, const char *id, struct sandbox *sb, con
                 lost = "the file of the saved variables is truncated";
         if (lost) {
                 /* No variables to load, but the modules, the shell and the count still can. */
-                json_t *empty = json_deep_copy(meta ? meta : json_object());
+                json_t *empty = meta ? json_deep_copy(meta) : json_object();
                 _cleanup_close_ int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 json_t *report = NULL;
                 if (!empty)

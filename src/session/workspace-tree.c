@@ -46,25 +46,12 @@ static int copy_data(int in, int out)
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0 && (errno == EINVAL || errno == ENOSYS))
-                        break; /* not a file sendfile can read: copy by hand */
+                        /* not a file sendfile can read: copy by hand, from where it stopped */
+                        return workspace_copy_fd(in, out, UINT64_MAX, NULL);
                 if (n < 0)
                         return -errno;
                 if (n == 0)
                         return 0;
-        }
-        for (;;) {
-                char buf[65536];
-                ssize_t n = read(in, buf, sizeof(buf));
-                int r;
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return 0;
-                r = write_full(out, buf, (size_t) n);
-                if (r < 0)
-                        return r;
         }
 }
 

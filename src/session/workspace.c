@@ -146,7 +146,7 @@ int workspace_open(struct sandbox *sb, struct airlock_error *err)
         return fd;
 }
 
-static int copy_fd(int in, int out, uint64_t limit, uint64_t *ret_copied)
+int workspace_copy_fd(int in, int out, uint64_t limit, uint64_t *ret_copied)
 {
         char buf[65536];
         uint64_t total = 0;
@@ -209,7 +209,7 @@ int sandbox_copy_in(struct sandbox *sb, const char *host_path, const char *name,
         if (out < 0)
                 return airlock_error_set(err, out, "cannot create '%s' in the workspace: %s", name,
                                          strerror(-out));
-        r = copy_fd(in, out, sb->profile->limits.workspace_bytes, NULL);
+        r = workspace_copy_fd(in, out, sb->profile->limits.workspace_bytes, NULL);
         if (r < 0) {
                 (void) unlinkat(work, name, 0);
                 return airlock_error_set(err, r, "cannot copy '%s' into the workspace: %s",
@@ -310,7 +310,7 @@ static int copy_out_dir(int src_dir, int dst_dir, const char *prefix, int depth,
                 }
                 {
                         uint64_t copied = 0;
-                        r = copy_fd(in, out, st->budget, &copied);
+                        r = workspace_copy_fd(in, out, st->budget, &copied);
                         if (r == -EFBIG) {
                                 skipped_add(st->skipped, rel, "over the size budget");
                                 r = 0;

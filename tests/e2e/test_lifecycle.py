@@ -698,6 +698,34 @@ def test_kill9_during_a_running_cell(fleet):
     check_after_crash(fleet, d, rec, new, sid, files, xval)
 
 
+def test_kill9_before_any_checkpoint_keeps_the_files(fleet):
+    """Checkpoints off: the files a call wrote are on disk when it answers, the variables are
+    not. After the crash the session comes back with its files, and its first result says
+    that its variables were lost; a session that never ran a cell comes back without a word."""
+    d = fleet.start(["--pool-size", "1", "--checkpoint-after", "0"])
+    sid = d.create_session()
+    idle_sid = d.create_session()
+    blob = os.urandom(MiB)
+    assert d.put(f"/v1/sessions/{sid}/files/up.bin", data=blob).status_code == 200
+    run_ok(d, sid, "x = 1\nopen('/work/c.txt', 'w').write('from a cell')")
+    assert not state_file(d, sid).exists(), "a checkpoint ran although they are off"
+    rec = fleet.crash(d)
+    new = fleet.restart(d)
+    problems = d.wait_no_leftovers(timeout=20, names=rec.names, pids=rec.pids)
+    assert not problems, "\n".join(problems)
+    assert listed(new).get(sid, {}).get("state") == "stopped"
+    r = new.get(f"/v1/sessions/{sid}/files/up.bin", timeout=120)
+    assert r.status_code == 200 and sha(r.content) == sha(blob), new.why(r)
+    res = run_ok(new, sid, "open('/work/c.txt').read()")
+    assert res["result"] == "'from a cell'" and res.get("resumed") is True, res
+    assert "lost" in res.get("resume_error", "") and "variables" in res["resume_error"], res
+    res = run_ok(new, sid, "'x' in globals()")
+    assert res["result"] == "False", res
+    res = run_ok(new, idle_sid, "1 + 1")
+    assert res["result"] == "2" and res.get("resumed") is True, res
+    assert "resume_error" not in res, res
+
+
 def test_kill9_right_after_a_stop_request(fleet):
     d = fleet.start(CRASH_ARGS)
     # big enough that saving takes a while: the kill lands during the stop, or just after
@@ -772,6 +800,33 @@ def test_idle_session_stops_then_is_deleted(fleet):
     assert sid not in listed(d)
     wait_for("its directory under <state_dir>/sessions to go",
              lambda: not session_dir(d, sid).exists(), 10)
+
+
+def test_full_disk_while_stopping_is_507_and_the_session_lives(fleet):
+    """A state directory on an 8 MiB tmpfs: a 20 MiB variable cannot be saved. The stop says
+    why, nothing half-written is left where a resume would read it, the session goes on."""
+    state = fleet.workdir / "state"
+    state.mkdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(state)],
+                   check=True)
+    try:
+        d = fleet.start(["--pool-size", "0"])
+        sid = d.create_session()
+        run_ok(d, sid, "import os\nblob = os.urandom(20 << 20)\nsmall = 'kept'")
+        r = d.post(f"/v1/sessions/{sid}/stop", timeout=180)
+        assert r.status_code == 507, d.why(r)
+        assert "disk is full" in r.json().get("error", ""), r.text
+        assert state_of(d, sid) == "idle"
+        leftovers = [p.name for p in session_dir(d, sid).glob("*")] \
+            if session_dir(d, sid).exists() else []
+        assert "python.state" not in leftovers and not any(".tmp-" in n for n in leftovers), \
+            leftovers
+        res = run_ok(d, sid, "len(blob), small")
+        assert res["result"] == "(20971520, 'kept')" and "resumed" not in res, res
+        assert d.delete(f"/v1/sessions/{sid}").status_code == 200
+    finally:
+        # Lazily: the daemon may still hold it until the fleet stops it.
+        subprocess.run(["umount", "-l", str(state)], check=False)
 
 
 def test_state_over_max_stopped_bytes_is_507_and_the_session_lives(fleet):

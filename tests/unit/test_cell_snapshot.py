@@ -628,6 +628,8 @@ def test_state_that_is_not_a_dict(boxes):
 
     path = boxes.tmp_path / "not-a-dict"
     data = pickle.dumps([1, 2], protocol=5)
+    # The state's layout (see _write_buffers): the pickle, no buffers, then the trailer.
+    data += len(data).to_bytes(8, "little") + (0).to_bytes(8, "little") + b"ALSTATE1"
     path.write_bytes(data)
     info = {"offset": 0, "size": len(data), "modules": {}, "lost_names": ["old"], "count": 7}
     new, got = boxes.load(info, path)
