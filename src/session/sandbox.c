@@ -525,11 +525,61 @@ static json_t *validated_error(json_t *frame)
                          json_is_string(tb) ? json_string_value(tb) : "");
 }
 
-static json_t *validated_array(json_t *frame, const char *key)
-{
-        json_t *v = json_object_get(frame, key);
+/* The most entries a files manifest or an outputs list may carry (the runner's own walk stops
+ * at 10,000 entries). */
+#define RESULT_ENTRIES_MAX 10000
 
-        return json_is_array(v) ? json_incref(v) : json_array();
+/* The files manifest, rebuilt from entries that are each {path, size, change} with a path
+ * that stays inside /work (relative, no "..", no empty component), a size >= 0 and a known
+ * change. User code can write its own result frame on fd 3: a client that saves "the files
+ * the cell made" by these paths must never be pointed outside its own directory. */
+static json_t *validated_files(json_t *frame)
+{
+        static const char *const changes[] = { "created", "changed", "deleted" };
+        json_t *files = json_object_get(frame, "files"), *out = json_array(), *e;
+        size_t i;
+
+        json_array_foreach (files, i, e) {
+                json_t *path = json_object_get(e, "path"), *size = json_object_get(e, "size");
+                const char *change = json_string_value(json_object_get(e, "change"));
+                bool known = false;
+
+                if (json_array_size(out) >= RESULT_ENTRIES_MAX)
+                        break;
+                for (size_t k = 0; change && k < ELEMENTSOF(changes); k++)
+                        known |= strcmp(change, changes[k]) == 0;
+                if (!known || !json_is_string(path) ||
+                    !workspace_path_is_valid(json_string_value(path), false) ||
+                    !json_is_integer(size) || json_integer_value(size) < 0)
+                        continue;
+                json_array_append_new(out, json_pack("{s:O, s:O, s:s}", "path", path, "size", size,
+                                                     "change", change));
+        }
+        return out;
+}
+
+/* Rich outputs, rebuilt from entries that are {data: {mime: string...}, main: bool}. */
+static json_t *validated_outputs(json_t *frame)
+{
+        json_t *outputs = json_object_get(frame, "outputs"), *out = json_array(), *e;
+        size_t i;
+
+        json_array_foreach (outputs, i, e) {
+                json_t *data = json_object_get(e, "data"), *clean, *v;
+                const char *mime;
+                bool ok = json_is_object(data) && json_object_size(data) > 0;
+
+                if (json_array_size(out) >= RESULT_ENTRIES_MAX)
+                        break;
+                json_object_foreach (data, mime, v)
+                        ok &= json_is_string(v) && strlen(mime) > 0 && strlen(mime) <= 255;
+                if (!ok)
+                        continue;
+                clean = json_deep_copy(data);
+                json_array_append_new(out, json_pack("{s:o, s:b}", "data", clean, "main",
+                                                     json_is_true(json_object_get(e, "main"))));
+        }
+        return out;
 }
 
 static json_t *captured_string(struct capture *cap, int stream)
@@ -790,12 +840,12 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 "status", status, "stdout", captured_string(&cap, 1), "stderr",
                 captured_string(&cap, 2), "result",
                 frame && why == STOP_NONE ? field_string_or_null(frame, "result") : json_null(),
-                "outputs", frame ? validated_array(frame, "outputs") : json_array(), "error",
+                "outputs", frame ? validated_outputs(frame) : json_array(), "error",
                 error ? error : json_null(), "exit_code", exit_code, "timed_out",
                 why == STOP_TIMEOUT, "execution_count", sb->exec_count, "state",
                 sb->alive ? "preserved" : "lost", "files",
-                frame ? validated_array(frame, "files") : json_array(), "usage", "wall_ms",
-                wall_ns / 1e6, "cpu_ms", cpu_ms, "peak_memory_bytes", (json_int_t) peak);
+                frame ? validated_files(frame) : json_array(), "usage", "wall_ms", wall_ns / 1e6,
+                "cpu_ms", cpu_ms, "peak_memory_bytes", (json_int_t) peak);
         capture_done(&cap);
         json_decref(frame);
         if (!result)
