@@ -5,6 +5,7 @@
 #include "sandbox.h"
 
 #include "base/cleanup.h"
+#include "base/utf8.h"
 #include "base/util.h"
 #include "session-internal.h"
 
@@ -588,14 +589,64 @@ static const char *file_type(mode_t mode)
         return "other";
 }
 
+/* A name (or path) as URL text: bytes other than unreserved ASCII and '/' as %XX. The file
+ * routes percent-decode their path, so this reaches a name that is not valid UTF-8. */
+static char *percent_encode(const char *s)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        size_t n = strlen(s), o = 0;
+        char *out = malloc(3 * n + 1);
+
+        if (!out)
+                return NULL;
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || strchr("-._~/", *p)) {
+                        out[o++] = (char) *p;
+                } else {
+                        out[o++] = '%';
+                        out[o++] = hex[*p >> 4];
+                        out[o++] = hex[*p & 15];
+                }
+        }
+        out[o] = '\0';
+        return out;
+}
+
+/* name and path as JSON text, plus "raw_path" (percent-encoded, lossless) when the path is not
+ * valid UTF-8 and so "path" had to replace bytes with U+FFFD. */
+static json_t *listing_entry(const char *name, const char *rel, const struct stat *st)
+{
+        _cleanup_free_ char *clean_name = utf8_sanitize(name, strlen(name));
+        _cleanup_free_ char *clean_rel = utf8_sanitize(rel, strlen(rel));
+        char when[32];
+        struct tm tm;
+        json_t *o;
+
+        if (!clean_name || !clean_rel)
+                return NULL;
+        (void) gmtime_r(&st->st_mtim.tv_sec, &tm);
+        (void) strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        o = json_pack("{s:s, s:s, s:s, s:I, s:s}", "name", clean_name, "path", clean_rel, "type",
+                      file_type(st->st_mode), "size", (json_int_t) st->st_size, "modified_at",
+                      when);
+        if (o && strcmp(clean_rel, rel) != 0) {
+                _cleanup_free_ char *raw = percent_encode(rel);
+                if (raw)
+                        json_object_set_new(o, "raw_path", json_string(raw));
+        }
+        return o;
+}
+
 int sandbox_file_list(struct sandbox *sb, const char *dir_path, json_t **ret_listing,
                       struct airlock_error *err)
 {
         _cleanup_close_ int work = -EBADF, fd = -EBADF;
+        _cleanup_free_ char *clean_dir = NULL;
         json_t *entries;
         struct dirent *de;
+        bool truncated = false;
         DIR *d;
-        unsigned n = 0;
 
         if (!dir_path)
                 dir_path = "";
@@ -615,25 +666,27 @@ int sandbox_file_list(struct sandbox *sb, const char *dir_path, json_t **ret_lis
                 return airlock_error_set(err, -errno, "cannot list '%s': %m", dir_path);
         fd = -EBADF; /* owned by d */
         entries = json_array();
-        while ((de = readdir(d)) && n < COPY_OUT_MAX_FILES) {
+        while ((de = readdir(d))) {
                 struct stat st;
-                char rel[4400], when[32];
-                struct tm tm;
+                char rel[4400];
+                json_t *e;
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
+                if (json_array_size(entries) >= COPY_OUT_MAX_FILES) {
+                        truncated = true; /* said so in the answer, never silently */
+                        break;
+                }
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
                 (void) snprintf(rel, sizeof(rel), "%s%s%s", dir_path, *dir_path ? "/" : "",
                                 de->d_name);
-                (void) gmtime_r(&st.st_mtim.tv_sec, &tm);
-                (void) strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-                json_array_append_new(entries,
-                                      json_pack("{s:s, s:s, s:s, s:I, s:s}", "name", de->d_name,
-                                                "path", rel, "type", file_type(st.st_mode), "size",
-                                                (json_int_t) st.st_size, "modified_at", when));
-                n++;
+                e = listing_entry(de->d_name, rel, &st);
+                if (e)
+                        json_array_append_new(entries, e);
         }
         closedir(d);
-        *ret_listing = json_pack("{s:s, s:o}", "dir", dir_path, "entries", entries);
+        clean_dir = utf8_sanitize(dir_path, strlen(dir_path));
+        *ret_listing = json_pack("{s:s, s:o, s:b}", "dir", clean_dir ? clean_dir : "", "entries",
+                                 entries, "truncated", truncated);
         return *ret_listing ? 0 : -ENOMEM;
 }

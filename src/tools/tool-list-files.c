@@ -69,6 +69,9 @@ static int list_files(struct toolbox *tb, json_t *args, struct tool_result *res)
                 else
                         r = tool_result_appendf(res, "  %s  (%s)\n", name, type ? type : "other");
         }
+        if (r >= 0 && json_is_true(json_object_get(listing, "truncated")))
+                r = tool_result_appendf(res, "(the listing stops at %zu entries; there are more)\n",
+                                        json_array_size(entries));
         return r;
 }
 

@@ -221,8 +221,9 @@ os.symlink('/work', 'd/sub/work-loop')
 
 def test_listing_and_replace(daemon, sessions):
     sid = sessions.new()
-    assert daemon.get(files_url(sid)).json() == {"dir": "", "entries": []}
-    assert daemon.get(files_url(sid) + "/").json() == {"dir": "", "entries": []}
+    empty = {"dir": "", "entries": [], "truncated": False}
+    assert daemon.get(files_url(sid)).json() == empty
+    assert daemon.get(files_url(sid) + "/").json() == empty
     daemon.put(files_url(sid, "f.txt"), data=b"long content")
     daemon.put(files_url(sid, "f.txt"), data=b"short")
     assert daemon.get(files_url(sid, "f.txt")).content == b"short"
@@ -231,6 +232,41 @@ def test_listing_and_replace(daemon, sessions):
     assert {k: v["type"] for k, v in entries.items()} == \
         {"f.txt": "file", "d": "directory", "l": "symlink"}, entries
     assert entries["f.txt"]["size"] == 5
+
+
+def test_listing_shows_names_that_are_not_utf8_losslessly(daemon, sessions):
+    """Issue 12, item 11: a name that is not valid UTF-8 is listed (not hidden), with a
+    raw_path that the other file routes accept and that reaches exactly that file."""
+    sid = sessions.new()
+    daemon.execute(sid, "import os\nos.mkdir(b'd\\xff')\n"
+                        "open(b'd\\xff/caf\\xe9.txt', 'wb').write(b'latin-1 name')\n"
+                        "open('d\\N{LATIN SMALL LETTER E WITH ACUTE}.txt', 'w').write('utf-8')")
+    top = daemon.get(files_url(sid)).json()
+    assert len(top["entries"]) == 2 and top["truncated"] is False, top
+    by_raw = {e.get("raw_path"): e for e in top["entries"]}
+    assert "d%FF" in by_raw and by_raw["d%FF"]["type"] == "directory", top
+    assert by_raw["d%FF"]["name"] == "d\ufffd", top
+    utf8 = [e for e in top["entries"] if "raw_path" not in e]
+    assert [e["name"] for e in utf8] == ["d\u00e9.txt"], top
+    inner = daemon.get(files_url(sid) + "?dir=d%FF").json()
+    assert [e["raw_path"] for e in inner["entries"]] == ["d%FF/caf%E9.txt"], inner
+    r = daemon.get(files_url(sid, "d%FF/caf%E9.txt"))
+    assert r.status_code == 200 and r.content == b"latin-1 name", daemon.why(r)
+    assert daemon.delete(files_url(sid, "d%FF/caf%E9.txt")).status_code == 200
+    assert daemon.get(files_url(sid) + "?dir=d%FF").json()["entries"] == []
+
+
+def test_listing_says_when_it_was_cut(daemon, sessions):
+    """Issue 12, item 11: past 10,000 entries the listing stops and says so."""
+    sid = sessions.new()
+    daemon.execute(sid, "import os\nos.mkdir('many')\nos.mkdir('few')\n"
+                        "for i in range(10001): open(f'many/{i}', 'w').close()\n"
+                        "open('few/one', 'w').close()", timeout=120)
+    many = daemon.get(files_url(sid) + "?dir=many").json()
+    assert many["truncated"] is True and len(many["entries"]) == 10000, \
+        (many["truncated"], len(many["entries"]))
+    few = daemon.get(files_url(sid) + "?dir=few").json()
+    assert few["truncated"] is False and len(few["entries"]) == 1, few
 
 
 def test_file_calls_are_not_executions(daemon, sessions):
