@@ -636,21 +636,28 @@ enum stop_reason {
         STOP_OUTPUT,
 };
 
-static json_t *stop_error(const struct sandbox *sb, enum stop_reason why, uint64_t timeout_ms,
-                          const struct capture *cap)
+/* Why the driver stopped the cell. "Preserved" only where a session lives on after it: a
+ * one-shot sandbox ends with its cell whatever happened. broken: the cell also corrupted its
+ * control channel, so the sandbox was killed. */
+static json_t *stop_error(const struct sandbox *sb, const struct exec_request *req,
+                          enum stop_reason why, uint64_t timeout_ms, const struct capture *cap,
+                          bool broken)
 {
+        const char *how = broken ? "stopped; it had corrupted its control channel (fd 3), so "
+                                   "the sandbox was killed"
+                          : sb->alive && !req->one_shot
+                                  ? "interrupted; the session's state is preserved"
+                          : sb->alive ? "interrupted"
+                                      : "stopped";
         char msg[256];
 
         if (why == STOP_TIMEOUT)
                 (void) snprintf(msg, sizeof(msg), "the cell ran longer than %.3g s and was %s",
-                                timeout_ms / 1000.0,
-                                sb->alive ? "interrupted; the session's state is preserved"
-                                          : "stopped");
+                                timeout_ms / 1000.0, how);
         else
-                (void) snprintf(
-                        msg, sizeof(msg),
-                        "the output passed the limit of %zu bytes and the cell was %s", cap->limit,
-                        sb->alive ? "interrupted; the session's state is preserved" : "stopped");
+                (void) snprintf(msg, sizeof(msg),
+                                "the output passed the limit of %zu bytes and the cell was %s",
+                                cap->limit, how);
         return error_object(why == STOP_TIMEOUT ? "TimeoutError" : "OutputLimitError", msg);
 }
 
@@ -764,7 +771,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 } else if (why != STOP_NONE) {
                         status = why == STOP_TIMEOUT ? "timeout" : "output_limit";
                         exit_code = why == STOP_TIMEOUT ? 124 : 125;
-                        error = stop_error(sb, why, timeout_ms, &cap);
+                        error = stop_error(sb, req, why, timeout_ms, &cap, false);
                 } else {
                         status = json_string_value(json_object_get(frame, "status"));
                         status = status && strcmp(status, "ok") == 0 ? "ok" : "error";
@@ -774,6 +781,14 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                                             : (strcmp(status, "ok") == 0 ? 0 : 1);
                         error = validated_error(frame);
                 }
+        } else if (o == DRIVE_FRAME_LIMIT && why != STOP_NONE) {
+                /* Stopped for a timeout or a flood, and then the frame that came was nonsense
+                 * (user code left half a header on fd 3): the stop is what happened. */
+                kill_internal(sb);
+                drain_all(sb, &cap, req->sink);
+                status = why == STOP_TIMEOUT ? "timeout" : "output_limit";
+                exit_code = why == STOP_TIMEOUT ? 124 : 125;
+                error = stop_error(sb, req, why, timeout_ms, &cap, true);
         } else if (o == DRIVE_FRAME_LIMIT) {
                 char msg[160];
                 kill_internal(sb);
@@ -788,7 +803,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         } else if (why != STOP_NONE) {
                 status = why == STOP_TIMEOUT ? "timeout" : "output_limit";
                 exit_code = why == STOP_TIMEOUT ? 124 : 125;
-                error = stop_error(sb, why, timeout_ms, &cap);
+                error = stop_error(sb, req, why, timeout_ms, &cap, o == DRIVE_PROTOCOL);
         }
 
         if (o == DRIVE_EXITED || o == DRIVE_PROTOCOL) {

@@ -41,6 +41,7 @@ struct exec_request {
          * cell is interrupted (SIGINT: KeyboardInterrupt, or the shell's foreground job) and
          * given this long to stop before the sandbox is killed, so a session can survive. */
         uint64_t interrupt_grace_ms;
+        bool one_shot; /* the sandbox ends after this cell: its messages promise no state */
 };
 
 /* Spawns the sandbox and initialises its runner. Returns 0 or -errno with err set. Caller frees

@@ -1279,6 +1279,7 @@ int session_run_once(struct session_manager *mgr, const struct session_create_op
                      const struct exec_request *req, json_t **ret_result, struct airlock_error *err)
 {
         struct session_create_options o = opts ? *opts : (struct session_create_options){ 0 };
+        struct exec_request once = *req;
         struct session *s = NULL;
         char id[SESSION_ID_LEN + 1];
         int r;
@@ -1288,7 +1289,8 @@ int session_run_once(struct session_manager *mgr, const struct session_create_op
         if (r < 0)
                 return r;
         memcpy(id, s->id, sizeof(id));
-        r = session_execute(s, req, ret_result, err);
+        once.one_shot = true;
+        r = session_execute(s, &once, ret_result, err);
         (void) session_destroy(mgr, id);
         session_unref(s);
         if (r >= 0)

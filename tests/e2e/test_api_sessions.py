@@ -655,3 +655,28 @@ def test_twenty_concurrent_sessions_without_cross_talk(daemon):
         for sid in ids:
             if sid:
                 daemon.delete_session(sid)
+
+
+def test_one_shot_timeout_does_not_claim_a_session_lives_on(daemon):
+    """Issue 12: POST /execute has no session after the call; its timeout must not say 'the
+    session's state is preserved'."""
+    r = daemon.post("/execute", json={"code": "import time\ntime.sleep(30)", "timeout": 0.5})
+    assert r.status_code == 200, daemon.why(r)
+    res = r.json()
+    assert res["status"] == "timeout" and res["timed_out"] is True, res
+    assert "state" not in res, res
+    assert "preserved" not in res["error"]["value"] and "session" not in res["error"]["value"], \
+        res["error"]
+
+
+def test_half_a_frame_header_then_a_hang_is_a_timeout(daemon, sessions):
+    """Issue 12: user code writes 2 bytes of a frame header on fd 3 and hangs. The cell ran
+    past its timeout: it says timeout (not output_limit), and that the channel broke."""
+    sid = sessions.new()
+    r = daemon.post(f"/v1/sessions/{sid}/execute",
+                    json={"code": "import os, time\nos.write(3, b'\\x05\\x00')\ntime.sleep(30)",
+                          "timeout": 1})
+    assert r.status_code == 200, daemon.why(r)
+    res = r.json()
+    assert res["status"] == "timeout" and res["timed_out"] is True and res["exit_code"] == 124, res
+    assert res["state"] == "lost", res
