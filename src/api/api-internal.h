@@ -73,9 +73,9 @@ int api_reply_error_extra(struct api_request *req, unsigned status, const char *
                           json_t *extra, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
 
-/* Takes ownership of a malloc()ed data. */
-int api_reply_bytes(struct api_request *req, unsigned status, char *data, size_t len,
-                    const char *content_type);
+/* Streams size bytes of the file fd (taken, also on failure) as the body. */
+int api_reply_fd(struct api_request *req, unsigned status, int fd, uint64_t size,
+                 const char *content_type);
 
 /* Queues resp (adding the common headers) and releases our reference to it. */
 int api_reply_response(struct api_request *req, unsigned status, struct MHD_Response *resp);

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *api_header(struct api_request *req, const char *name)
 {
@@ -37,14 +38,16 @@ int api_reply_response(struct api_request *req, unsigned status, struct MHD_Resp
         return 0;
 }
 
-int api_reply_bytes(struct api_request *req, unsigned status, char *data, size_t len,
-                    const char *content_type)
+int api_reply_fd(struct api_request *req, unsigned status, int fd, uint64_t size,
+                 const char *content_type)
 {
         struct MHD_Response *resp;
 
-        resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+        /* MHD reads the file as the client takes it (sendfile where it can): a download costs
+         * the daemon a socket buffer, not the file's size. */
+        resp = MHD_create_response_from_fd64(size, fd);
         if (!resp) {
-                free(data);
+                (void) close(fd);
                 return -ENOMEM;
         }
         if (content_type)

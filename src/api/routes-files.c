@@ -120,9 +120,8 @@ int api_handle_file_get(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         struct session *s = NULL;
-        char *data = NULL;
-        size_t len = 0;
-        int r;
+        uint64_t size = 0;
+        int r, fd = -1;
 
         if (req->params.path[0] == '\0')
                 return handle_list(req);
@@ -132,7 +131,7 @@ int api_handle_file_get(struct api_request *req)
         r = lookup_session(req, &s);
         if (r <= 0)
                 return r;
-        r = session_file_read(s, req->params.path, API_FILE_BODY_MAX, &data, &len, &err);
+        r = session_file_open(s, req->params.path, API_FILE_BODY_MAX, &fd, &size, &err);
         session_unref(s);
         if (r == -EFBIG)
                 return api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "path",
@@ -140,7 +139,7 @@ int api_handle_file_get(struct api_request *req)
                                        API_FILE_BODY_MAX >> 20);
         if (r < 0)
                 return reply_file_errno(req, r, req->params.path, &err);
-        return api_reply_bytes(req, MHD_HTTP_OK, data, len, "application/octet-stream");
+        return api_reply_fd(req, MHD_HTTP_OK, fd, size, "application/octet-stream");
 }
 
 int api_handle_file_put(struct api_request *req)

@@ -133,7 +133,10 @@ int workspace_save(struct sandbox *sb, int dst_dir, int link_dir, bool durable, 
 int workspace_load(struct sandbox *sb, int src_dir, struct airlock_error *err);
 int workspace_copy(struct sandbox *from, struct sandbox *to, struct airlock_error *err);
 
-/* Files in /work by relative path (see session.h for the rules and errors). */
+/* Files in /work by relative path (see session.h for the rules and errors). sandbox_file_open
+ * gives a read-only fd of a regular file and its size, for streaming. */
+int sandbox_file_open(struct sandbox *sb, const char *path, size_t max_bytes, int *ret_fd,
+                      uint64_t *ret_size, struct airlock_error *err);
 int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, char **ret_data,
                       size_t *ret_len, struct airlock_error *err);
 int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, size_t len,

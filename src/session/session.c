@@ -1217,6 +1217,8 @@ struct file_args {
         size_t max_bytes;
         char **ret_data;
         size_t *ret_len;
+        int *ret_fd;
+        uint64_t *ret_size;
         const void *data;
         size_t len;
         json_t **ret_listing;
@@ -1226,6 +1228,12 @@ static int do_read(struct sandbox *sb, void *arg, struct airlock_error *err)
 {
         struct file_args *a = arg;
         return sandbox_file_read(sb, a->path, a->max_bytes, a->ret_data, a->ret_len, err);
+}
+
+static int do_open(struct sandbox *sb, void *arg, struct airlock_error *err)
+{
+        struct file_args *a = arg;
+        return sandbox_file_open(sb, a->path, a->max_bytes, a->ret_fd, a->ret_size, err);
 }
 
 static int do_write(struct sandbox *sb, void *arg, struct airlock_error *err)
@@ -1253,6 +1261,15 @@ int session_file_read(struct session *s, const char *path, size_t max_bytes, cha
                 .path = path, .max_bytes = max_bytes, .ret_data = ret_data, .ret_len = ret_len
         };
         return with_sandbox(s, false, do_read, &a, err);
+}
+
+int session_file_open(struct session *s, const char *path, size_t max_bytes, int *ret_fd,
+                      uint64_t *ret_size, struct airlock_error *err)
+{
+        struct file_args a = {
+                .path = path, .max_bytes = max_bytes, .ret_fd = ret_fd, .ret_size = ret_size
+        };
+        return with_sandbox(s, false, do_open, &a, err);
 }
 
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,

@@ -161,6 +161,10 @@ int session_interrupt(struct session *s);
  * returns, so it outlives a crash of the daemon. */
 int session_file_read(struct session *s, const char *path, size_t max_bytes, char **ret_data,
                       size_t *ret_len, struct airlock_error *err);
+/* A read-only fd of the file (caller closes) and its size, to stream it with constant memory:
+ * the same rules and errors as session_file_read. */
+int session_file_open(struct session *s, const char *path, size_t max_bytes, int *ret_fd,
+                      uint64_t *ret_size, struct airlock_error *err);
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,
                        struct airlock_error *err);
 int session_file_delete(struct session *s, const char *path, struct airlock_error *err);

@@ -606,3 +606,36 @@ def test_fifo_and_socket_do_not_hang_the_daemon(daemon, sessions):
     assert r.status_code == 200, daemon.why(r)
     assert daemon.delete(files_url(sid, name)).status_code == 200
     assert not problems, "\n".join(problems)
+
+
+def _vm_rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_slow_downloads_cost_the_daemon_no_file_sized_buffers(daemon, sessions):
+    """Issue 12, item 3: eight clients that start downloading a 60 MiB file and then stop
+    reading must not make the daemon hold eight copies of it (it streams from the file)."""
+    import socket
+    sid = sessions.new()
+    daemon.execute(sid, "import os\nwith open('/work/big.bin', 'wb') as f:\n"
+                        "    for _ in range(60): f.write(os.urandom(1 << 20))")
+    pid = daemon.proc.pid
+    before = _vm_rss_kib(pid)
+    socks = []
+    try:
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", daemon.port), timeout=20)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(f"GET {files_url(sid, 'big.bin')} HTTP/1.1\r\nHost: {daemon.host}\r\n"
+                      f"Authorization: Bearer {daemon.token}\r\n\r\n".encode())
+            assert s.recv(64).startswith(b"HTTP/1.1 200"), "the download did not start"
+            socks.append(s)
+        time.sleep(1)   # let every server thread fill what its socket takes, then block
+        grown_mib = (_vm_rss_kib(pid) - before) / 1024
+    finally:
+        for s in socks:
+            s.close()
+    assert grown_mib < 100, f"the daemon grew by {grown_mib:.0f} MiB for 8 stalled downloads"
