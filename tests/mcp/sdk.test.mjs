@@ -153,3 +153,37 @@ for (const t of transports) {
     });
   });
 }
+
+// A session the daemon stops (idle, or POST .../stop) is not lost to an MCP client: its next
+// tool call resumes it with its variables.
+describe('streamable HTTP: a stopped session resumes on the next tool call', () => {
+  test('x = 41, the session is stopped through the REST API, then x + 1 is 42', async () => {
+    const conn = await connectHttp();
+    try {
+      const call = (name, args) => conn.client.callTool({ name, arguments: args });
+      const marker = `mcp-stop-${process.pid}-${Date.now()}.txt`;
+      const first = await call('run_python', {
+        code: `x = 41\nopen('/work/${marker}', 'w').write('m')`,
+      });
+      assert.equal(first.isError, false, textOf(first));
+      const auth = { Authorization: `Bearer ${env.token}` };
+      const api = (path, init = {}) =>
+        fetch(new URL(path, env.url), { ...init, headers: { ...auth, ...(init.headers || {}) } });
+      const { sessions } = await (await api('/v1/sessions?state=live')).json();
+      let sid;
+      for (const s of sessions)
+        if ((await api(`/v1/sessions/${s.id}/files/${marker}`)).status === 200) sid = s.id;
+      assert.ok(sid, 'the MCP connection has a session in GET /v1/sessions');
+      const stop = await api(`/v1/sessions/${sid}/stop`, { method: 'POST' });
+      assert.equal(stop.status, 200);
+      assert.equal((await stop.json()).state, 'stopped');
+      const second = await call('run_python', { code: 'x + 1' });
+      assert.equal(second.isError, false, textOf(second));
+      assert.equal(second.structuredContent.result, '42');
+      const after = await (await api(`/v1/sessions/${sid}`)).json();
+      assert.equal(after.state, 'idle', JSON.stringify(after));
+    } finally {
+      await conn.close();
+    }
+  });
+});
