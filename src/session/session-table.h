@@ -55,6 +55,7 @@ struct session {
 struct pool_member {
         struct sandbox *sb;
         char id[SESSION_ID_LEN + 1];
+        bool warm; /* it ran the first-call path already (sandbox_warmup) */
 };
 
 struct profile_slot {
@@ -67,6 +68,7 @@ struct profile_slot {
         struct pool_member *pool;
         unsigned pool_len, pool_cap;
         unsigned starting; /* pool members being started right now */
+        unsigned warming;  /* members taken out of the pool to be warmed right now */
 };
 
 struct ended {

@@ -159,9 +159,14 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
         if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
                 slot->pool_target = mgr->cfg.pool_size;
         if (slot->pool_len > 0) {
-                struct pool_member *m = &slot->pool[--slot->pool_len];
-                sb = m->sb;
-                memcpy(ret_id, m->id, SESSION_ID_LEN + 1);
+                /* A warm member if there is one; a cold one is still a hand-over. */
+                unsigned k = slot->pool_len - 1;
+                for (unsigned i = 0; i < slot->pool_len; i++)
+                        if (slot->pool[i].warm)
+                                k = i;
+                sb = slot->pool[k].sb;
+                memcpy(ret_id, slot->pool[k].id, SESSION_ID_LEN + 1);
+                slot->pool[k] = slot->pool[--slot->pool_len];
                 pthread_cond_signal(&mgr->wake); /* refill */
         }
         pthread_mutex_unlock(&mgr->lock);
@@ -394,6 +399,46 @@ static bool due_for_checkpoint(struct session_manager *mgr, struct session *s, u
                quiet_for(s, now, mgr->cfg.checkpoint_after_ms);
 }
 
+/* Takes a cold member out of its pool, has it run a session's first-call path (sandbox_warmup:
+ * its first real call then costs no more than its tenth), and puts it back warm. Called with
+ * the manager's lock held, which it drops while the member works. Returns whether it found
+ * one. */
+static bool warm_one_member(struct session_manager *mgr)
+{
+        struct airlock_error err = { { 0 } };
+        struct profile_slot *slot = NULL;
+        struct pool_member m = { 0 };
+        int r;
+
+        for (unsigned i = 0; i < mgr->n_profiles && !slot; i++)
+                for (unsigned k = 0; k < mgr->profiles[i]->pool_len; k++)
+                        if (!mgr->profiles[i]->pool[k].warm) {
+                                slot = mgr->profiles[i];
+                                m = slot->pool[k];
+                                slot->pool[k] = slot->pool[--slot->pool_len];
+                                break;
+                        }
+        if (!slot)
+                return false;
+        slot->warming++;
+        pthread_mutex_unlock(&mgr->lock);
+        r = sandbox_warmup(m.sb, &err);
+        pthread_mutex_lock(&mgr->lock);
+        slot->warming--;
+        if (r < 0) {
+                log_warn("profile=%s msg=\"a warm session failed its warm-up: %s\"",
+                         slot->profile->name, err.msg);
+                sandbox_free(m.sb);
+        } else if (mgr->stopping || slot->pool_len >= slot->pool_target ||
+                   slot->pool_len == slot->pool_cap) {
+                sandbox_free(m.sb);
+        } else {
+                m.warm = true;
+                slot->pool[slot->pool_len++] = m;
+        }
+        return true;
+}
+
 /* The worker thread: stops idle sessions, checkpoints quiet ones, deletes long-stopped ones,
  * refills the warm pools and reaps ended sandboxes. */
 static void *worker_main(void *arg)
@@ -453,7 +498,7 @@ static void *worker_main(void *arg)
                 }
                 for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
                         struct profile_slot *slot = mgr->profiles[i];
-                        if (slot->pool_len + slot->starting < slot->pool_target)
+                        if (slot->pool_len + slot->starting + slot->warming < slot->pool_target)
                                 todo = slot;
                 }
                 if (todo) {
@@ -466,13 +511,6 @@ static void *worker_main(void *arg)
                         session_make_id(id);
                         pthread_mutex_unlock(&mgr->lock);
                         r = start_sandbox(mgr, todo, id, &sb, &err);
-                        /* Off the request path: a warm member's first call costs no more
-                         * than its tenth. */
-                        if (r >= 0 && sandbox_warmup(sb, &err) < 0) {
-                                sandbox_free(sb);
-                                sb = NULL;
-                                r = -EIO;
-                        }
                         pthread_mutex_lock(&mgr->lock);
                         todo->starting--;
                         if (r < 0) {
@@ -497,10 +535,16 @@ static void *worker_main(void *arg)
                                 }
                                 todo->pool[todo->pool_len].sb = sb;
                                 memcpy(todo->pool[todo->pool_len].id, id, sizeof(id));
+                                todo->pool[todo->pool_len].warm = false;
                                 todo->pool_len++;
                         }
                         continue;
                 }
+                /* The pools are full: warm their cold members, one at a time. A full pool
+                 * comes first, so a burst of creates gets cold members quickly rather than
+                 * waiting for warm ones. */
+                if (warm_one_member(mgr))
+                        continue;
                 pthread_mutex_lock(&mgr->grave_lock);
                 more_graves = mgr->n_grave > 0;
                 pthread_mutex_unlock(&mgr->grave_lock);
