@@ -120,10 +120,7 @@ int lifecycle_stop(struct session *s, bool shutdown, struct airlock_error *err)
 
         now = time(NULL);
         pthread_mutex_lock(&mgr->lock);
-        ours = false;
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (mgr->sessions[i] == s)
-                        ours = true;
+        ours = session_table_find(mgr, s->id) == s;
         if (ours)
                 session_table_remove(mgr, s);
         pthread_mutex_lock(&s->lock);
@@ -238,12 +235,11 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                 pthread_mutex_unlock(&mgr->lock);
                 return airlock_error_set(err, -ESHUTDOWN, "the daemon is shutting down");
         }
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (strcmp(mgr->sessions[i]->id, id) == 0) {
-                        /* Someone resumed it meanwhile: the caller finds it now. */
-                        pthread_mutex_unlock(&mgr->lock);
-                        return session_lookup(mgr, id, ret_s, err);
-                }
+        if (session_table_find(mgr, id)) {
+                /* Someone resumed it meanwhile: the caller finds it now. */
+                pthread_mutex_unlock(&mgr->lock);
+                return session_lookup(mgr, id, ret_s, err);
+        }
         row = store_get(mgr->store, id);
         state = json_string_value(json_object_get(row, "state"));
         if (!state || strcmp(state, "stopped") != 0) {
@@ -358,10 +354,9 @@ void lifecycle_delete_due(struct session_manager *mgr)
         (void) snprintf(reason, sizeof(reason), "it was deleted %s after it stopped", after);
         json_array_foreach (rows, i, row) {
                 const char *id = json_string_value(json_object_get(row, "id"));
-                bool resumed = false;
+                bool resumed;
                 pthread_mutex_lock(&mgr->lock);
-                for (unsigned k = 0; k < mgr->n_sessions; k++)
-                        resumed |= strcmp(mgr->sessions[k]->id, id) == 0;
+                resumed = session_table_find(mgr, id) != NULL;
                 if (!resumed) {
                         (void) store_session_ended(mgr->store, id, false, reason);
                         session_remember_ended(mgr, id, false, reason);

@@ -116,6 +116,8 @@ struct session *session_new_object(struct session_manager *mgr, const char *id,
                                    const struct profile *p);
 int session_table_add(struct session_manager *mgr, struct session *s);     /* lock held */
 void session_table_remove(struct session_manager *mgr, struct session *s); /* lock held */
+/* The session of the table with that id, or NULL (borrowed). Lock held. */
+struct session *session_table_find(struct session_manager *mgr, const char *id);
 void session_bury(struct session_manager *mgr, struct sandbox *sb);
 void session_remember_ended(struct session_manager *mgr, const char *id, bool lost,
                             const char *reason);

@@ -303,7 +303,7 @@ void session_table_remove(struct session_manager *mgr, struct session *s)
                 }
 }
 
-static struct session *table_find(struct session_manager *mgr, const char *id)
+struct session *session_table_find(struct session_manager *mgr, const char *id)
 {
         for (unsigned i = 0; i < mgr->n_sessions; i++)
                 if (strcmp(mgr->sessions[i]->id, id) == 0)
@@ -465,7 +465,7 @@ static void *worker_main(void *arg)
                         if (!mgr->store) {
                                 /* Nowhere to keep it: idle means ended, as before stops. */
                                 pthread_mutex_lock(&mgr->lock);
-                                if (table_find(mgr, s->id) == s)
+                                if (session_table_find(mgr, s->id) == s)
                                         end_locked(mgr, s, false,
                                                    "it was idle for longer than its stop_after_s");
                                 pthread_mutex_unlock(&mgr->lock);
@@ -664,7 +664,7 @@ void session_manager_shutdown(struct session_manager *mgr)
                                 log_error("session=%s msg=\"cannot save it at shutdown: %s\"",
                                           s->id, err.msg);
                         pthread_mutex_lock(&mgr->lock);
-                        if (table_find(mgr, s->id) == s)
+                        if (session_table_find(mgr, s->id) == s)
                                 abandon_locked(mgr, s);
                         pthread_mutex_unlock(&mgr->lock);
                 }
@@ -833,7 +833,7 @@ int session_find(struct session_manager *mgr, const char *id, struct session **r
         struct session *s;
 
         pthread_mutex_lock(&mgr->lock);
-        s = table_find(mgr, id);
+        s = session_table_find(mgr, id);
         if (s)
                 *ret_session = session_ref(s);
         pthread_mutex_unlock(&mgr->lock);
@@ -874,7 +874,7 @@ int session_destroy(struct session_manager *mgr, const char *id)
         json_t *row;
 
         pthread_mutex_lock(&mgr->lock);
-        s = table_find(mgr, id);
+        s = session_table_find(mgr, id);
         if (s) {
                 end_locked(mgr, s, false, "it was deleted by a client");
                 pthread_mutex_unlock(&mgr->lock);
@@ -1180,7 +1180,7 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
                                         ? "the cell did not stop after the output limit"
                                         : "the interpreter died");
                 pthread_mutex_lock(&mgr->lock);
-                if (table_find(mgr, s->id) == s)
+                if (session_table_find(mgr, s->id) == s)
                         end_locked(mgr, s, true, reason);
                 pthread_mutex_unlock(&mgr->lock);
         }
