@@ -4,6 +4,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "dispatch.h"
 #include "router.h"
 
 #include <jansson.h>
@@ -18,6 +19,8 @@
 
 struct api_server {
         struct MHD_Daemon *mhd;
+        struct dispatch *workers; /* the handlers run here, off the event thread */
+        struct conn_guard *guard; /* request deadlines, room for new connections */
         struct session_manager *mgr;
         const struct chat_gateway_config *chat; /* borrowed; NULL = the gateway is off */
         struct tools_backend *tools_backend;    /* the MCP sessions' sandboxes, on mgr */
@@ -31,6 +34,9 @@ struct api_server {
         char url[512];
         atomic_uint_fast64_t next_req;
         atomic_uint in_flight; /* requests between their headers and their log line */
+        /* Connections suspended for a handler or a stream, counted until their resume call
+         * has returned: libmicrohttpd may only stop when this is 0. */
+        atomic_uint suspended;
         atomic_bool stopping;
 };
 
@@ -49,8 +55,15 @@ struct api_request {
         size_t body_len, body_size, body_max;
         uint64_t received; /* body bytes seen, kept or not */
         bool body_too_large;
+        bool dispatched; /* handed to a worker, the connection suspended until it replies */
         bool replied;
+        struct dispatch_job job;
 };
+
+/* A connection was suspended (MHD_suspend_connection) for work on another thread; and that
+ * work resumed it: call after MHD_resume_connection() returned. */
+void api_suspended(struct api_server *srv);
+void api_resumed(struct api_server *srv);
 
 /* Replies. Each queues a response on req->conn, records the status for the log line and
  * returns 0, or -errno when MHD refused it (the server then drops the connection). */

@@ -1,10 +1,13 @@
-/* The HTTP API of DESIGN.md section 4 on libmicrohttpd: one thread per connection, bearer
- * auth, Host/Origin checks, JSON bodies, ndjson streaming. It owns no sessions: every route
- * calls session.h. `airlock serve` creates it and stops it on SIGTERM. */
+/* The HTTP API of DESIGN.md section 4 on libmicrohttpd: one event thread for every connection,
+ * handlers on worker threads, request deadlines, bearer auth, Host/Origin checks, JSON bodies,
+ * ndjson streaming. It owns no sessions: every route calls session.h. `airlock serve` creates
+ * it and stops it on SIGTERM. */
 #pragma once
 
 #include "base/error.h"
 #include "jail/jail.h"
+
+#include <stdint.h>
 
 struct api_server;
 struct chat_gateway_config;
@@ -19,7 +22,18 @@ struct api_config {
         /* POST /v1/chat/completions (docs/CHAT.md); borrowed, must outlive the server;
          * NULL = the gateway is off (503). */
         const struct chat_gateway_config *chat;
+        /* Connections (0 = the defaults below). */
+        unsigned max_connections;            /* open at once (default 4096) */
+        unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)
+                                              */
+        uint64_t request_timeout_ms;         /* headers, and a body's base deadline (10 s) */
+        uint64_t keepalive_timeout_ms;       /* a connection idle between requests (5 min) */
 };
+
+#define API_DEFAULT_MAX_CONNECTIONS 4096u
+#define API_DEFAULT_MAX_CONNECTIONS_PER_CLIENT 512u
+#define API_DEFAULT_REQUEST_TIMEOUT_MS 10000u
+#define API_DEFAULT_KEEPALIVE_TIMEOUT_MS 300000u
 
 /* Binds the listen address (a unix socket is made 0600 after a stale one is removed; its
  * directory must be ours and not writable by others) and starts serving. Returns 0 or -errno

@@ -1,9 +1,11 @@
 /* Running code: POST /execute (one-shot) and POST /v1/sessions/{id}/execute. Without
  * `Accept: application/x-ndjson` the handler runs the cell and answers with the execution
  * object. With it, a worker thread runs the cell and feeds a bounded queue of ndjson events;
- * libmicrohttpd's content reader, on the connection's own thread, blocks on that queue and
- * sends each event as it comes. A slow client makes the worker wait (the queue is bounded), a
- * client that goes away gets its cell interrupted. */
+ * libmicrohttpd's content reader, on the event thread, takes what is queued and, when nothing
+ * is, suspends the connection until the worker queues more (it must never block: every
+ * connection shares that thread). A slow client makes the worker wait (the queue is bounded);
+ * a watcher thread notices a client that went away and interrupts its cell. The stream is
+ * freed by whichever of the reply, the worker and the watcher lets go of it last. */
 #include "api-internal.h"
 
 #include "base/cleanup.h"
@@ -136,29 +138,13 @@ struct exec_stream {
         struct exec_request req;
         struct exec_sink sink;
         int client_fd;
-        pthread_t thread;
-        bool thread_started;
+        struct MHD_Connection *conn; /* NULL once the reply is gone */
+        bool suspended;              /* the reader found nothing and suspended conn */
+        unsigned refs;               /* the reply (or the handler before it), worker, watcher */
 };
 
-static void stream_free(void *userdata)
+static void stream_destroy(struct exec_stream *st)
 {
-        struct exec_stream *st = userdata;
-        bool running;
-
-        if (!st)
-                return;
-        pthread_mutex_lock(&st->lock);
-        st->closed = true;
-        running = !st->done;
-        pthread_cond_broadcast(&st->cond);
-        pthread_mutex_unlock(&st->lock);
-        /* The reply ended before the cell (the client went away, or the daemon is stopping):
-         * stop the cell as a timeout would, then wait for the worker, which still uses st. */
-        if (running && st->session)
-                (void) session_interrupt(st->session);
-        if (st->thread_started)
-                (void) pthread_join(st->thread, NULL);
-
         free(st->cur);
         while (st->head) {
                 struct stream_line *next = st->head->next;
@@ -170,6 +156,48 @@ static void stream_free(void *userdata)
         pthread_cond_destroy(&st->cond);
         pthread_mutex_destroy(&st->lock);
         free(st);
+}
+
+static void stream_release(struct exec_stream *st)
+{
+        bool last;
+
+        pthread_mutex_lock(&st->lock);
+        last = --st->refs == 0;
+        pthread_mutex_unlock(&st->lock);
+        if (last)
+                stream_destroy(st);
+}
+
+/* The reader suspended the connection for want of events: there are some now (or the end). */
+static void stream_wake_locked(struct exec_stream *st)
+{
+        pthread_cond_broadcast(&st->cond);
+        if (st->suspended && st->conn) {
+                st->suspended = false;
+                MHD_resume_connection(st->conn);
+                api_resumed(st->srv);
+        }
+}
+
+/* The reply is done with the stream (sent, or the connection closed): libmicrohttpd's free
+ * callback, on the event thread, so it must not wait for the cell. */
+static void stream_reply_gone(void *userdata)
+{
+        struct exec_stream *st = userdata;
+        bool running;
+
+        pthread_mutex_lock(&st->lock);
+        st->closed = true;
+        st->conn = NULL;
+        running = !st->done;
+        pthread_cond_broadcast(&st->cond);
+        pthread_mutex_unlock(&st->lock);
+        /* The reply ended before the cell (the client went away, or the daemon is stopping):
+         * stop the cell as a timeout would. */
+        if (running && st->session)
+                (void) session_interrupt(st->session);
+        stream_release(st);
 }
 
 /* Appends an event (taking the reference) as one line. Called with the lock held. */
@@ -200,7 +228,7 @@ static void stream_push_locked(struct exec_stream *st, json_t *event)
                 st->queued += l->len;
         }
         free(text);
-        pthread_cond_broadcast(&st->cond);
+        stream_wake_locked(st);
 }
 
 /* The text of stream's pending bytes plus data that ends on a character boundary; the rest is
@@ -301,8 +329,9 @@ static void *stream_worker(void *userdata)
         st->rc = r;
         st->err = err;
         st->done = true;
-        pthread_cond_broadcast(&st->cond);
+        stream_wake_locked(st);
         pthread_mutex_unlock(&st->lock);
+        stream_release(st);
         return NULL;
 }
 
@@ -326,10 +355,35 @@ static void deadline_in(struct timespec *ts, unsigned ms)
         }
 }
 
+/* Nobody will read the rest: the watcher stops the cell now rather than at its timeout. */
+static void *stream_watcher(void *userdata)
+{
+        struct exec_stream *st = userdata;
+        struct timespec deadline;
+        bool gone = false;
+
+        pthread_mutex_lock(&st->lock);
+        while (!st->done && !st->closed) {
+                deadline_in(&deadline, STREAM_POLL_MS);
+                /* Polled under the lock: the reply (which holds it to let go) is still there,
+                 * so the connection and its descriptor are too. */
+                if (pthread_cond_timedwait(&st->cond, &st->lock, &deadline) == ETIMEDOUT &&
+                    st->conn && client_gone(st->client_fd)) {
+                        st->closed = true;
+                        gone = true;
+                        stream_wake_locked(st);
+                }
+        }
+        pthread_mutex_unlock(&st->lock);
+        if (gone && st->session)
+                (void) session_interrupt(st->session);
+        stream_release(st);
+        return NULL;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct exec_stream *st = cls;
-        struct timespec deadline;
         ssize_t n = 0;
 
         (void) pos;
@@ -366,18 +420,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                         n = MHD_CONTENT_READER_END_WITH_ERROR;
                         break;
                 }
-                deadline_in(&deadline, STREAM_POLL_MS);
-                if (pthread_cond_timedwait(&st->cond, &st->lock, &deadline) == ETIMEDOUT &&
-                    client_gone(st->client_fd)) {
-                        /* Nobody will read the rest: stop the cell now rather than at its
-                         * timeout. The worker finishes on its own; stream_free() waits. */
-                        st->closed = true;
-                        pthread_cond_broadcast(&st->cond);
-                        pthread_mutex_unlock(&st->lock);
-                        if (st->session)
-                                (void) session_interrupt(st->session);
-                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                }
+                /* Nothing yet: the worker's next event resumes the connection. */
+                st->suspended = true;
+                api_suspended(st->srv);
+                MHD_suspend_connection(st->conn);
+                n = 0;
+                break;
         }
         pthread_mutex_unlock(&st->lock);
         return n;
@@ -399,7 +447,9 @@ static int stream_start(struct api_request *req, struct session *session, json_t
         struct exec_stream *st;
         struct MHD_Response *resp;
         pthread_condattr_t attr;
+        pthread_attr_t detached;
         struct timespec deadline;
+        pthread_t thread;
         int r;
 
         st = calloc(1, sizeof(*st));
@@ -427,13 +477,18 @@ static int stream_start(struct api_request *req, struct session *session, json_t
         st->req.sink = &st->sink;
         ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         st->client_fd = ci ? ci->connect_fd : -EBADF;
+        st->conn = req->conn;
+        st->refs = 2; /* this handler, then the reply; the worker */
 
-        r = -pthread_create(&st->thread, NULL, stream_worker, st);
+        pthread_attr_init(&detached);
+        pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+        r = -pthread_create(&thread, &detached, stream_worker, st);
         if (r < 0) {
-                stream_free(st);
+                pthread_attr_destroy(&detached);
+                st->refs = 1;
+                stream_release(st);
                 return r;
         }
-        st->thread_started = true;
 
         /* Failures the worker meets at once (busy, unknown profile, session limit) are still
          * answered with their own status; after this short wait the 200 goes out and a later
@@ -445,21 +500,28 @@ static int stream_start(struct api_request *req, struct session *session, json_t
                         break;
         if (st->done && st->rc < 0 && st->n_output == 0) {
                 int rc = st->rc;
+                struct airlock_error err = st->err;
                 pthread_mutex_unlock(&st->lock);
-                (void) pthread_join(st->thread, NULL);
-                st->thread_started = false;
-                r = reply_exec_failure(req, rc, &st->err, st->session ? st->session_id : NULL);
-                stream_free(st);
+                r = reply_exec_failure(req, rc, &err, st->session ? st->session_id : NULL);
+                pthread_attr_destroy(&detached);
+                stream_release(st);
                 return r;
         }
         pthread_mutex_unlock(&st->lock);
 
-        /* From here the response owns st: MHD calls stream_free() when it is done with it,
-         * also when queueing fails. */
+        pthread_mutex_lock(&st->lock);
+        st->refs++;
+        pthread_mutex_unlock(&st->lock);
+        if (pthread_create(&thread, &detached, stream_watcher, st) != 0)
+                stream_release(st); /* no watcher: a client that leaves waits for the timeout */
+        pthread_attr_destroy(&detached);
+
+        /* From here the reply owns the handler's reference: MHD calls stream_reply_gone() when
+         * it is done with it, also when queueing fails. */
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK_SIZE, stream_read,
-                                                 st, stream_free);
+                                                 st, stream_reply_gone);
         if (!resp) {
-                stream_free(st);
+                stream_reply_gone(st);
                 return -ENOMEM;
         }
         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");

@@ -1,12 +1,16 @@
-/* The HTTP server: binds the listen address, runs libmicrohttpd with one thread per
- * connection (so handlers may block on a running cell, and a streaming reply may block on its
- * queue), and takes each request through the same gate: Host/Origin, auth, route, body limit,
- * handler, one log line. The route table below is the whole API surface. */
+/* The HTTP server: binds the listen address, runs libmicrohttpd on one epoll event thread and
+ * takes each request through the same gate: Host/Origin, clean headers, auth, route, body
+ * limit, then the handler on a worker thread (dispatch.h) while the connection is suspended,
+ * and one log line. Idle and half-sent connections cost no thread; conn-guard.h gives them
+ * deadlines and makes room when they pile up. The route table below is the whole API
+ * surface. */
 #include "api-internal.h"
 
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "conn-guard.h"
+#include "header-check.h"
 #include "listen.h"
 #include "mcp/http.h"
 #include "session/session.h"
@@ -16,9 +20,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +35,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define CONNECTION_TIMEOUT_S 300
-#define CONNECTION_LIMIT 1024
+/* Handlers running at once, at most (each holds a worker thread while its cell runs); more
+ * wait in the dispatch queue. */
+#define WORKERS_MAX 1024
 
 static const struct api_route routes[] = {
         { "GET", "/healthz", api_handle_healthz, false, API_JSON_BODY_MAX },
@@ -93,7 +101,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         struct api_request *req = *con_cls;
         char path[512], method[80];
 
-        (void) conn;
+        conn_guard_idle(conn);
         if (!req)
                 return;
         if (log_get_level() <= LOG_INFO) {
@@ -122,12 +130,13 @@ static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char
         return MHD_YES;
 }
 
-/* 401, 403 and the routing errors, decided from the headers alone. Returns 1 when the request
- * may go on, 0 when a reply was queued, -errno when none could be. */
-static int request_check(struct api_request *req)
+/* 400, 401, 403 and the routing errors, decided from the headers alone. mhd_method is the
+ * access handler's own pointer (header-check.h needs it). Returns 1 when the request may go
+ * on, 0 when a reply was queued, -errno when none could be. */
+static int request_check(struct api_request *req, const char *mhd_method)
 {
         struct api_server *srv = req->srv;
-        const char *host, *origin, *auth, *token, *cl;
+        const char *host, *origin, *auth, *token, *cl, *bad_header, *why;
         char allow[128];
         unsigned n_host = 0;
         size_t token_len;
@@ -136,6 +145,15 @@ static int request_check(struct api_request *req)
         if (atomic_load(&srv->stopping)) {
                 r = api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
                                     "the daemon is shutting down");
+                return r < 0 ? r : 0;
+        }
+
+        /* A NUL hides what follows it from every check below (a token compared up to the NUL
+         * would pass with junk after it); control bytes have no place in a header either. */
+        if (api_headers_check(req->conn, mhd_method, &bad_header, &why) < 0) {
+                r = api_reply_error_extra(req, MHD_HTTP_BAD_REQUEST, NULL,
+                                          json_pack("{s:s}", "header", bad_header), "refused: %s",
+                                          why);
                 return r < 0 ? r : 0;
         }
 
@@ -230,6 +248,7 @@ static int request_check(struct api_request *req)
                         if (!req->body)
                                 return -ENOMEM;
                         req->body_size = (size_t) n + 1;
+                        conn_guard_body(req->conn, n);
                 }
         }
         return 1;
@@ -273,6 +292,38 @@ static void request_append(struct api_request *req, const char *data, size_t len
         req->body[req->body_len] = '\0';
 }
 
+void api_suspended(struct api_server *srv)
+{
+        atomic_fetch_add(&srv->suspended, 1);
+}
+
+void api_resumed(struct api_server *srv)
+{
+        atomic_fetch_sub(&srv->suspended, 1);
+}
+
+/* On a worker: the handler, which queues its reply on the suspended connection, then the
+ * resume that sends it. A handler that queued nothing has the connection closed (the access
+ * handler is called again and says no). */
+static void run_handler(struct dispatch_job *job)
+{
+        struct api_request *req =
+                (struct api_request *) ((char *) job - offsetof(struct api_request, job));
+        struct api_server *srv = req->srv;
+        struct MHD_Connection *conn = req->conn;
+        int r;
+
+        r = req->route->handler(req);
+        if (r < 0 && !req->replied) {
+                log_error_errno(r, "req=%s handler failed", req->id);
+                (void) api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                                       "internal error: %s", strerror(-r));
+        }
+        /* From here req belongs to the event thread again, which may free it at once. */
+        MHD_resume_connection(conn);
+        api_resumed(srv);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -297,7 +348,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 *con_cls = req;
                 if (!req->raw_path)
                         return MHD_NO;
-                r = request_check(req);
+                conn_guard_body(conn, 0);
+                r = request_check(req, method);
                 return r < 0 ? MHD_NO : MHD_YES;
         }
 
@@ -316,6 +368,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         if (req->replied)
                 return MHD_YES;
+        if (req->dispatched)
+                return MHD_NO; /* resumed without a reply: nothing could be queued */
+        conn_guard_active(conn);
         if (req->body_too_large) {
                 r = api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
                                     "the request body is larger than the limit of %zu MiB",
@@ -323,13 +378,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return r < 0 ? MHD_NO : MHD_YES;
         }
 
-        r = req->route->handler(req);
-        if (r < 0 && !req->replied) {
-                log_error_errno(r, "req=%s handler failed", req->id);
-                r = api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "internal error: %s",
-                                    strerror(-r));
-        }
-        return req->replied ? MHD_YES : MHD_NO;
+        req->dispatched = true;
+        req->job.run = run_handler;
+        api_suspended(srv);
+        MHD_suspend_connection(conn);
+        dispatch_submit(srv->workers, &req->job);
+        return MHD_YES;
 }
 
 /* Identity: the router decodes the path itself, segment by segment (router.c), and handlers
@@ -341,8 +395,19 @@ static size_t unescape_none(void *cls, struct MHD_Connection *conn, char *s)
         return strlen(s);
 }
 
+/* libmicrohttpd's messages. A client that closes mid-request is routine (and a flood of them
+ * is an attack the guard handles): debug level. The rest are warnings, at most
+ * MHD_LOG_BURST per MHD_LOG_WINDOW_S, so that no client can flood the log through them. */
+#define MHD_LOG_BURST 20
+#define MHD_LOG_WINDOW_S 10
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static uint64_t window_start;
+        static unsigned in_window, suppressed;
+        unsigned dropped = 0;
+        bool show;
         char buf[512];
         size_t n;
 
@@ -351,7 +416,26 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         n = strlen(buf);
         while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
                 buf[--n] = '\0';
-        log_warn("libmicrohttpd: %s", buf);
+        if (strstr(buf, "connection closure") || strstr(buf, "Connection reset") ||
+            strstr(buf, "closed by remote")) {
+                log_debug("libmicrohttpd: %s", buf);
+                return;
+        }
+        pthread_mutex_lock(&lock);
+        if (now_ns() - window_start > MHD_LOG_WINDOW_S * 1000000000ull) {
+                window_start = now_ns();
+                in_window = 0;
+                dropped = suppressed;
+                suppressed = 0;
+        }
+        show = in_window++ < MHD_LOG_BURST;
+        if (!show)
+                suppressed++;
+        pthread_mutex_unlock(&lock);
+        if (dropped)
+                log_warn("libmicrohttpd: %u more messages were not logged", dropped);
+        if (show)
+                log_warn("libmicrohttpd: %s", buf);
 }
 
 static int bind_unix(struct api_server *srv, const char *path, struct airlock_error *err)
@@ -492,7 +576,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         struct api_server *srv;
         struct api_listen l;
         const char *why = NULL;
-        unsigned flags, port = 0;
+        unsigned flags, port = 0, max_conns, keepalive_s;
         int r, family = AF_UNIX;
 
         if (!cfg->token || !*cfg->token)
@@ -538,20 +622,39 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         if (r < 0)
                 goto fail;
 
-        flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                MHD_USE_ERROR_LOG | MHD_USE_ITC |
-                /* poll(), not select(): sessions hold many fds, and a connection's fd number
-                 * can pass FD_SETSIZE. */
-                MHD_USE_POLL;
+        max_conns = cfg->max_connections ? cfg->max_connections : API_DEFAULT_MAX_CONNECTIONS;
+        r = dispatch_new(WORKERS_MAX, &srv->workers);
+        if (r >= 0)
+                r = conn_guard_new(
+                        &(struct conn_guard_config){
+                                .max_connections = max_conns,
+                                .max_per_client = cfg->max_connections_per_client == UINT_MAX ? 0u
+                                                  : cfg->max_connections_per_client
+                                                          ? cfg->max_connections_per_client
+                                                          : API_DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+                                .request_timeout_ms = cfg->request_timeout_ms
+                                                              ? cfg->request_timeout_ms
+                                                              : API_DEFAULT_REQUEST_TIMEOUT_MS },
+                        &srv->guard);
+        if (r < 0)
+                goto fail;
+        keepalive_s = (unsigned) ((cfg->keepalive_timeout_ms ? cfg->keepalive_timeout_ms
+                                                             : API_DEFAULT_KEEPALIVE_TIMEOUT_MS) +
+                                  999) /
+                      1000;
+
+        /* One epoll thread for every connection; handlers go to the workers. Suspend/resume is
+         * how a handler's reply comes back to the event thread (it implies the ITC). */
+        flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
         if (family == AF_INET6)
                 flags |= MHD_USE_DUAL_STACK;
         /* The logger first: MHD reports problems with the options that follow through it. */
         srv->mhd = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                 MHD_OPTION_LISTEN_SOCKET, srv->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) CONNECTION_TIMEOUT_S,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned) CONNECTION_LIMIT, MHD_OPTION_END);
+                srv, MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, srv->guard,
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+                keepalive_s, MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
         if (!srv->mhd) {
                 r = airlock_error_set(err, -EIO, "cannot start the HTTP server (libmicrohttpd)");
                 goto fail;
@@ -591,14 +694,28 @@ int api_server_drain(struct api_server *srv, unsigned timeout_ms)
 
 struct api_server *api_server_free(struct api_server *srv)
 {
+        uint64_t waited_since = now_ns();
         bool quiesced;
 
         if (!srv)
                 return NULL;
         quiesced = atomic_load(&srv->stopping);
         atomic_store(&srv->stopping, true);
+        /* libmicrohttpd may not stop with a connection suspended: every handler must have
+         * returned and resumed its connection, every stream have ended. They do once their
+         * sessions are gone (the caller shut the session manager down first). */
+        srv->workers = dispatch_free(srv->workers);
+        while (atomic_load(&srv->suspended) > 0) {
+                if (now_ns() - waited_since > 5000000000ull) {
+                        log_warn("waiting for %u streaming replies to end",
+                                 atomic_load(&srv->suspended));
+                        waited_since = now_ns();
+                }
+                (void) usleep(10000);
+        }
         if (srv->mhd)
                 MHD_stop_daemon(srv->mhd);
+        srv->guard = conn_guard_free(srv->guard);
         /* MHD closes the listen socket it was given, unless it was quiesced. */
         if (!srv->mhd || quiesced)
                 srv->listen_fd = safe_close_fd(srv->listen_fd);

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,16 @@ static const char serve_help[] =
         "      --max-stopped-bytes N  disk one stopped session may use (default 1G)\n"
         "      --idle-timeout S    the old name of --stop-after\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
+        "\n"
+        "Connections (docs/SECURITY.md, \"The HTTP server under load\"):\n"
+        "      --max-connections N  open at once (default 4096); near the limit the oldest\n"
+        "                          idle or half-sent connection is closed for a new one\n"
+        "      --max-connections-per-client N  from one IP address (default 512, 0 = no\n"
+        "                          cap; a unix socket has none)\n"
+        "      --request-timeout S  time to send a request's headers, and a body's base\n"
+        "                          time (plus 1 s per MiB it declares); default 10s\n"
+        "      --keepalive-timeout S  an idle keep-alive connection is closed after this\n"
+        "                          long without traffic (default 5m)\n"
         "\n"
         "The chat-completions gateway (POST /v1/chat/completions, docs/CHAT.md):\n"
         "      --llm-base-url URL  the upstream endpoint; also AIRLOCK_LLM_BASE_URL (off\n"
@@ -92,6 +103,8 @@ struct serve_args {
         uint64_t delete_after_ms;
         uint64_t checkpoint_after_ms;
         uint64_t max_stopped_bytes;
+        unsigned max_connections, max_connections_per_client;
+        uint64_t request_timeout_ms, keepalive_timeout_ms;
         const char *llm_base_url, *llm_model, *llm_api_key;
         uint64_t llm_timeout_ms;
         unsigned chat_max_rounds;
@@ -128,6 +141,10 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_CHECKPOINT_AFTER,
                 OPT_MAX_STOPPED_BYTES,
                 OPT_ALLOW_HOST,
+                OPT_MAX_CONNECTIONS,
+                OPT_MAX_CONNECTIONS_PER_CLIENT,
+                OPT_REQUEST_TIMEOUT,
+                OPT_KEEPALIVE_TIMEOUT,
                 OPT_LLM_BASE_URL,
                 OPT_LLM_MODEL,
                 OPT_LLM_API_KEY,
@@ -147,6 +164,11 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "checkpoint-after", required_argument, NULL, OPT_CHECKPOINT_AFTER },
                 { "max-stopped-bytes", required_argument, NULL, OPT_MAX_STOPPED_BYTES },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
+                { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+                { "max-connections-per-client", required_argument, NULL,
+                  OPT_MAX_CONNECTIONS_PER_CLIENT },
+                { "request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT },
+                { "keepalive-timeout", required_argument, NULL, OPT_KEEPALIVE_TIMEOUT },
                 { "llm-base-url", required_argument, NULL, OPT_LLM_BASE_URL },
                 { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
                 { "llm-api-key", required_argument, NULL, OPT_LLM_API_KEY },
@@ -216,6 +238,29 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 return -EINVAL;
                         }
                         a->allow_hosts[a->n_allow_hosts++] = optarg;
+                        break;
+                case OPT_MAX_CONNECTIONS:
+                        if (parse_uint("--max-connections", optarg, 16, 1000000,
+                                       &a->max_connections) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_MAX_CONNECTIONS_PER_CLIENT:
+                        if (parse_uint("--max-connections-per-client", optarg, 0, 1000000,
+                                       &a->max_connections_per_client) < 0)
+                                return -EINVAL;
+                        if (a->max_connections_per_client == 0)
+                                a->max_connections_per_client = UINT_MAX;
+                        break;
+                case OPT_REQUEST_TIMEOUT:
+                        if (parse_duration_flag("--request-timeout", optarg, 1000, 300 * 1000,
+                                                "1s and 5m (e.g. 10s)", &a->request_timeout_ms) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_KEEPALIVE_TIMEOUT:
+                        if (parse_duration_flag("--keepalive-timeout", optarg, 1000, 3600 * 1000,
+                                                "1s and 1h (e.g. 5m)",
+                                                &a->keepalive_timeout_ms) < 0)
+                                return -EINVAL;
                         break;
                 case OPT_LLM_BASE_URL:
                         a->llm_base_url = optarg;
@@ -405,13 +450,18 @@ int cmd_serve(int argc, char **argv)
         }
 
         a.allow_hosts[a.n_allow_hosts] = NULL;
-        r = api_server_new(&(struct api_config){ .listen = a.listen,
-                                                 .token = token,
-                                                 .allow_hosts = a.allow_hosts,
-                                                 .mgr = mgr,
-                                                 .chat = &gateway,
-                                                 .mode = mode },
-                           &srv, &err);
+        r = api_server_new(
+                &(struct api_config){ .listen = a.listen,
+                                      .token = token,
+                                      .allow_hosts = a.allow_hosts,
+                                      .mgr = mgr,
+                                      .chat = &gateway,
+                                      .mode = mode,
+                                      .max_connections = a.max_connections,
+                                      .max_connections_per_client = a.max_connections_per_client,
+                                      .request_timeout_ms = a.request_timeout_ms,
+                                      .keepalive_timeout_ms = a.keepalive_timeout_ms },
+                &srv, &err);
         if (r < 0) {
                 fprintf(stderr, "airlock serve: %s\n", err.msg);
                 goto out;
