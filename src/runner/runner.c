@@ -495,6 +495,24 @@ static json_t *handle_restore(json_t *req, int fd)
         return out;
 }
 
+/* Writes a file the daemon sends down the pipe fd into the workspace, as this process, so that
+ * its pages count against the session's memory (files.c). */
+static json_t *handle_put(json_t *req, int fd)
+{
+        const char *root = json_string_value(json_object_get(req, "root"));
+        const char *path = json_string_value(json_object_get(req, "path"));
+        const char *step = "read the request";
+        uint64_t written = 0;
+        int r = -EINVAL;
+
+        if (root && path)
+                r = runner_put_file(root, path, fd, &written, &step);
+        (void) close(fd);
+        if (r < 0)
+                return json_pack("{s:s, s:i, s:s}", "op", "put_done", "errno", -r, "step", step);
+        return json_pack("{s:s, s:I}", "op", "put_done", "bytes", (json_int_t) written);
+}
+
 /* A pool member runs a session's first-call path once before it is handed over (see warmup()
  * in airlock_cell.py). Whatever goes wrong there only costs the speed-up. */
 static json_t *handle_warmup(void)
@@ -628,6 +646,8 @@ int main(int argc, char **argv)
                         resp = handle_snapshot(TAKE_FD(fd));
                 else if (op && strcmp(op, "restore") == 0 && !zygote && fd >= 0)
                         resp = handle_restore(req, TAKE_FD(fd));
+                else if (op && strcmp(op, "put") == 0 && !zygote && fd >= 0)
+                        resp = handle_put(req, TAKE_FD(fd));
                 else
                         resp = json_pack("{s:s, s:s}", "op", "fatal", "message", "unknown op");
                 if (fd >= 0)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdint.h>
 
 /* Runs code with `bash -c` inside the sandbox, output going to the runner's own fds 1 and 2.
  * Returns a new result object {"status","exit_code","error"} (caller decrefs). */
@@ -22,3 +23,9 @@ void shell_set_restore(const char *script);
 int zygote_prepare(json_t *init);
 int zygote_fork(json_t *req);
 void zygote_reap(void);
+
+/* Writes everything read from in_fd (until EOF) to root/path, making the directories on the
+ * way (files.c). path is relative, checked by the daemon; nothing is followed out of root. On
+ * failure returns -errno and *ret_step says what failed. */
+int runner_put_file(const char *root, const char *path, int in_fd, uint64_t *ret_written,
+                    const char **ret_step);

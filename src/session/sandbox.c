@@ -1099,6 +1099,21 @@ static json_t *validated_snapshot(json_t *frame, uint64_t written, struct airloc
                                  : json_null());
 }
 
+/* Polls the five fds of a side exchange ([2] and [3] the sandbox's stdout and stderr, whose
+ * bytes are read and dropped) for at most left_ns. Returns the number of ready fds, 0, or
+ * -errno. */
+static int poll_dropping_output(struct sandbox *sb, struct pollfd pfd[5], uint64_t left_ns)
+{
+        int n = poll(pfd, 5, (int) (left_ns / 1000000ULL) + 1);
+
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        for (int i = 2; i <= 3; i++)
+                if (pfd[i].revents)
+                        (void) pump(sb, NULL, NULL, i - 1, true);
+        return n;
+}
+
 /* Moves what the pipe holds into out_fd: splice where the kernel can, read/write where not.
  * Returns bytes moved (0 at EOF), -EAGAIN when empty, or -errno. */
 static ssize_t pipe_to_file(int pipe_fd, int out_fd)
@@ -1176,15 +1191,12 @@ int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t 
                         deadline = now + 2000ULL * 1000000ULL;
                         continue;
                 }
-                n = poll(pfd, 5, (int) ((deadline - now) / 1000000ULL) + 1);
-                if (n < 0 && errno != EINTR)
-                        return airlock_error_set(err, -errno, "poll: %m");
-                if (n <= 0)
-                        continue;
                 /* Whatever user code printed while it was pickled is not a cell's output. */
-                for (int i = 2; i <= 3; i++)
-                        if (pfd[i].revents)
-                                (void) pump(sb, NULL, NULL, i - 1, true);
+                n = poll_dropping_output(sb, pfd, deadline - now);
+                if (n < 0)
+                        return airlock_error_set(err, n, "poll: %s", strerror(-n));
+                if (n == 0)
+                        continue;
                 if (pfd[0].revents) {
                         ssize_t got = pipe_to_file(rd, out_fd);
                         if (got == 0 || (got < 0 && got != -EAGAIN)) {
@@ -1253,6 +1265,124 @@ int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t 
                 return -EIO;
         *ret_meta = meta;
         *ret_bytes = written;
+        return 0;
+}
+
+/* The errnos a put may honestly end with; anything else a runner says becomes EIO. */
+static int put_errno(json_int_t e)
+{
+        static const int known[] = { ENOENT, ENOTDIR, EISDIR, EINVAL, ENOSPC, EDQUOT,
+                                     EFBIG,  EACCES,  EPERM,  ELOOP,  EXDEV,  ENAMETOOLONG,
+                                     EROFS,  EMFILE,  ENFILE, ENOMEM };
+
+        for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                if (e == known[i])
+                        return -known[i];
+        return -EIO;
+}
+
+int sandbox_put(struct sandbox *sb, const char *path, const void *data, size_t len,
+                int *ret_write_errno, struct airlock_error *err)
+{
+        _cleanup_close_ int rd = -EBADF, wr = -EBADF;
+        json_t *req, *frame = NULL;
+        json_int_t e;
+        uint64_t deadline;
+        size_t off = 0;
+        int p[2], r;
+
+        if (!sb->alive)
+                return airlock_error_set(err, -ESRCH, "the sandbox is no longer running");
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return airlock_error_set(err, -errno, "cannot make a pipe: %m");
+        rd = p[0], wr = p[1];
+        (void) fcntl_nonblock(wr); /* the runner's end stays blocking */
+        (void) fcntl(wr, F_SETPIPE_SZ, 1 << 20);
+        req = json_pack("{s:s, s:s, s:s}", "op", "put", "root", sb->workdir ? sb->workdir : "/work",
+                        "path", path);
+        r = req ? wire_send_ex(sb->jail->ctl_fd, req, &rd, 1, false) : -ENOMEM;
+        json_decref(req);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
+        safe_close_fd(TAKE_FD(rd));
+        if (len == 0)
+                safe_close_fd(TAKE_FD(wr));
+
+        /* A runner reads at memory speed; this allows a slow machine 1 s per MiB beyond 30 s. */
+        deadline = now_ns() + (30000ULL + (len >> 20) * 1000ULL) * 1000000ULL;
+        while (!frame) {
+                struct pollfd pfd[5] = {
+                        { .fd = wr, .events = POLLOUT },
+                        { .fd = sb->jail->ctl_fd, .events = POLLIN },
+                        { .fd = sb->jail->stdout_fd, .events = POLLIN },
+                        { .fd = sb->jail->stderr_fd, .events = POLLIN },
+                        { .fd = sb->jail->pidfd, .events = POLLIN },
+                };
+                uint64_t now = now_ns();
+                int n;
+
+                if (now >= deadline) {
+                        /* An idle runner that does not take a file has been tampered with. */
+                        kill_internal(sb);
+                        return airlock_error_set(err, -ETIMEDOUT,
+                                                 "the session did not take the file in time and "
+                                                 "was ended");
+                }
+                /* Whatever a background thread of the session prints is no cell's output. */
+                n = poll_dropping_output(sb, pfd, deadline - now);
+                if (n < 0)
+                        return airlock_error_set(err, n, "poll: %s", strerror(-n));
+                if (n == 0)
+                        continue;
+                if (pfd[0].revents & (POLLERR | POLLHUP)) {
+                        /* The runner stopped reading: its answer says why. */
+                        safe_close_fd(TAKE_FD(wr));
+                } else if (pfd[0].revents) {
+                        ssize_t w = write(wr, (const char *) data + off, len - off);
+                        if (w < 0 && errno != EAGAIN && errno != EINTR)
+                                safe_close_fd(TAKE_FD(wr));
+                        if (w > 0)
+                                off += (size_t) w;
+                        if (off == len)
+                                safe_close_fd(TAKE_FD(wr));
+                }
+                if (pfd[1].revents) {
+                        r = frame_read(sb, &frame);
+                        if (r < 0) {
+                                kill_internal(sb);
+                                return airlock_error_set(err, -EIO,
+                                                         "the runner broke the protocol while "
+                                                         "writing a file");
+                        }
+                }
+                if (pfd[4].revents && !frame) {
+                        sb->alive = false;
+                        return airlock_error_set(err, -EIO,
+                                                 "the session's process died while writing the "
+                                                 "file (out of memory?)");
+                }
+        }
+        {
+                const char *op = json_string_value(json_object_get(frame, "op"));
+                json_t *je = json_object_get(frame, "errno");
+                json_t *jb = json_object_get(frame, "bytes");
+
+                if (!op || strcmp(op, "put_done") != 0) {
+                        json_decref(frame);
+                        kill_internal(sb);
+                        return airlock_error_set(err, -EIO,
+                                                 "the runner gave a wrong answer to "
+                                                 "a file write");
+                }
+                e = json_is_integer(je) ? json_integer_value(je) : 0;
+                r = je ? put_errno(e) : 0;
+                /* A success must account for every byte sent. */
+                if (r == 0 && (!json_is_integer(jb) || (uint64_t) json_integer_value(jb) != len ||
+                               off != len))
+                        r = -EIO;
+                json_decref(frame);
+        }
+        *ret_write_errno = r;
         return 0;
 }
 

@@ -139,8 +139,19 @@ int sandbox_file_open(struct sandbox *sb, const char *path, size_t max_bytes, in
                       uint64_t *ret_size, struct airlock_error *err);
 int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, char **ret_data,
                       size_t *ret_len, struct airlock_error *err);
+/* Writes a file into /work: by the session's own runner when it is free (see sandbox_put), by
+ * the daemon while a cell runs (runner_busy). Either way a file that would not fit in the
+ * session's memory limit is refused (-ENOSPC). */
 int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, size_t len,
-                       struct airlock_error *err);
+                       bool runner_busy, struct airlock_error *err);
+
+/* Has the session's own runner write data to path (checked, relative to /work), so that the
+ * file's pages are charged to the session's memory cgroup, not the daemon's. Returns 0 when
+ * the runner answered, with *ret_write_errno 0 or the -errno the write failed with in the
+ * sandbox (only known errnos: whatever else a runner says is -EIO); -errno with err set when
+ * the exchange itself failed (the sandbox may have been killed then). */
+int sandbox_put(struct sandbox *sb, const char *path, const void *data, size_t len,
+                int *ret_write_errno, struct airlock_error *err);
 int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_error *err);
 int sandbox_file_list(struct sandbox *sb, const char *dir, json_t **ret_listing,
                       struct airlock_error *err);

@@ -20,6 +20,10 @@ struct sandbox {
         char *runner_path;
         char **envp;
         char *workdir; /* process/none modes: the host directory used as /work */
+        /* Bytes the daemon itself wrote into /work while a cell ran (charged to the daemon's
+         * cgroup, so the session's own usage does not show them): counted against its memory
+         * limit by the next upload's check. */
+        uint64_t daemon_written;
         uint64_t memory_bytes;
         struct zygote *zygote; /* forked sessions: the zygote (a reference) and our slot */
         unsigned slot;

@@ -1230,7 +1230,8 @@ int session_interrupt(struct session *s)
  * sandbox from stopping underneath. A change is also copied to the session's saved files
  * before the call returns. */
 static int with_sandbox(struct session *s, bool changes,
-                        int (*fn)(struct sandbox *sb, void *arg, struct airlock_error *err),
+                        int (*fn)(struct sandbox *sb, bool busy, void *arg,
+                                  struct airlock_error *err),
                         void *arg, struct airlock_error *err)
 {
         struct session *live = NULL;
@@ -1243,7 +1244,7 @@ static int with_sandbox(struct session *s, bool changes,
         if (!live->sb || !sandbox_is_alive(live->sb)) {
                 r = airlock_error_set(err, -ENOENT, "session %s has ended", s->id);
         } else {
-                r = fn(live->sb, arg, err);
+                r = fn(live->sb, live->busy, arg, err);
                 if (r >= 0) {
                         live->last_used_at = time(NULL);
                         live->last_used_ns = now_ns();
@@ -1268,32 +1269,36 @@ struct file_args {
         json_t **ret_listing;
 };
 
-static int do_read(struct sandbox *sb, void *arg, struct airlock_error *err)
+static int do_read(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
 {
+        (void) busy;
         struct file_args *a = arg;
         return sandbox_file_read(sb, a->path, a->max_bytes, a->ret_data, a->ret_len, err);
 }
 
-static int do_open(struct sandbox *sb, void *arg, struct airlock_error *err)
+static int do_open(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
 {
+        (void) busy;
         struct file_args *a = arg;
         return sandbox_file_open(sb, a->path, a->max_bytes, a->ret_fd, a->ret_size, err);
 }
 
-static int do_write(struct sandbox *sb, void *arg, struct airlock_error *err)
+static int do_write(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
 {
         struct file_args *a = arg;
-        return sandbox_file_write(sb, a->path, a->data, a->len, err);
+        return sandbox_file_write(sb, a->path, a->data, a->len, busy, err);
 }
 
-static int do_delete(struct sandbox *sb, void *arg, struct airlock_error *err)
+static int do_delete(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
 {
+        (void) busy;
         struct file_args *a = arg;
         return sandbox_file_delete(sb, a->path, err);
 }
 
-static int do_list(struct sandbox *sb, void *arg, struct airlock_error *err)
+static int do_list(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
 {
+        (void) busy;
         struct file_args *a = arg;
         return sandbox_file_list(sb, a->path, a->ret_listing, err);
 }

@@ -514,8 +514,9 @@ int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, ch
         return 0;
 }
 
-int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, size_t len,
-                       struct airlock_error *err)
+/* The write by the daemon itself, while the runner is busy with a cell. */
+static int write_direct(struct sandbox *sb, const char *path, const void *data, size_t len,
+                        struct airlock_error *err)
 {
         _cleanup_close_ int work = -EBADF, dir = -EBADF, fd = -EBADF;
         struct fsid fsid = { 0 };
@@ -523,12 +524,6 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
         struct stat st;
         int r;
 
-        if (!workspace_path_is_valid(path, false))
-                return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
-        if (len > sb->profile->limits.workspace_bytes)
-                return airlock_error_set(err, -EFBIG,
-                                         "%zu bytes is more than the workspace holds (%llu)", len,
-                                         (unsigned long long) sb->profile->limits.workspace_bytes);
         work = workspace_open(sb, err);
         if (work < 0)
                 return work;
@@ -560,6 +555,49 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
         r = hand_over(sb, &fsid, fd);
         if (r < 0)
                 return airlock_error_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
+        return 0;
+}
+
+/* Room kept for the runner itself above what the file needs: an upload must not be what drives
+ * the session into its OOM killer. */
+#define PUT_MEMORY_HEADROOM (16u << 20)
+
+int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, size_t len,
+                       bool runner_busy, struct airlock_error *err)
+{
+        const uint64_t limit = sb->profile->limits.memory_bytes;
+        struct cgroup_usage usage;
+        int r, wr;
+
+        if (!workspace_path_is_valid(path, false))
+                return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
+        if (len > sb->profile->limits.workspace_bytes)
+                return airlock_error_set(err, -EFBIG,
+                                         "%zu bytes is more than the workspace holds (%llu)", len,
+                                         (unsigned long long) sb->profile->limits.workspace_bytes);
+        /* The file's pages will count against the session's memory: refuse what cannot fit
+         * rather than have the session killed for it. */
+        if (limit && sandbox_usage(sb, &usage) >= 0 &&
+            usage.memory_current + sb->daemon_written + len + PUT_MEMORY_HEADROOM > limit)
+                return airlock_error_set(
+                        err, -ENOSPC,
+                        "'%s' (%zu bytes) does not fit in the session's memory: "
+                        "%llu of its %llu bytes are in use (its files in /work "
+                        "count too)",
+                        path, len, (unsigned long long) (usage.memory_current + sb->daemon_written),
+                        (unsigned long long) limit);
+        /* A cell runs: its runner cannot take the file, the daemon writes it and keeps count. */
+        if (runner_busy) {
+                r = write_direct(sb, path, data, len, err);
+                if (r >= 0)
+                        sb->daemon_written += len;
+                return r;
+        }
+        r = sandbox_put(sb, path, data, len, &wr, err);
+        if (r < 0)
+                return r;
+        if (wr < 0)
+                return airlock_error_set(err, wr, "cannot write '%s': %s", path, errno_word(wr));
         return 0;
 }
 
