@@ -32,7 +32,11 @@ struct sandbox {
         /* control-socket frame being assembled */
         char *rbuf;
         size_t rlen, rsize, rwant;
-        size_t frame_max; /* largest frame accepted from the runner */
+        /* The id of the request waiting for its answer ("" when none): each request carries a
+         * random one, and a frame that does not repeat it answers nothing and is dropped. */
+        char want_id[17];
+        unsigned long long dropped; /* frames dropped since the last request */
+        size_t frame_max;           /* largest frame accepted from the runner */
 };
 
 struct sandbox *sandbox_free(struct sandbox *sb);
