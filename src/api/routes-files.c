@@ -5,6 +5,7 @@
 
 #include "base/cleanup.h"
 #include "base/utf8.h"
+#include "base/util.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -170,24 +171,42 @@ int api_handle_file_put(struct api_request *req)
 
 int api_handle_file_delete(struct api_request *req)
 {
+        const char *timeout =
+                MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "timeout_s");
         struct airlock_error err = { { 0 } };
         _cleanup_free_ char *clean = NULL;
+        struct tree_removal t = { 0 };
         struct session *s = NULL;
+        uint64_t timeout_ms = 0;
         int r;
 
         r = check_path(req, req->params.path);
         if (r <= 0)
                 return r;
+        if (timeout && (parse_duration_ms(timeout, &timeout_ms) < 0 || timeout_ms == 0 ||
+                        timeout_ms > WORKSPACE_DELETE_TIME_MAX_MS))
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "timeout_s",
+                                       "timeout_s must be a number of seconds from 0.001 to %d",
+                                       WORKSPACE_DELETE_TIME_MAX_MS / 1000);
         r = lookup_session(req, &s);
         if (r <= 0)
                 return r;
-        r = session_file_delete(s, req->params.path, &err);
+        r = session_file_delete(s, req->params.path, timeout_ms, &t, &err);
         session_unref(s);
-        if (r < 0)
-                return reply_file_errno(req, r, req->params.path, &err);
         clean = utf8_sanitize(req->params.path, strlen(req->params.path));
         if (!clean)
                 return -ENOMEM;
+        if (r == -ENOTEMPTY)
+                /* Part of a directory stayed: say so, with the counts, rather than 200. */
+                return api_reply_error_extra(req, MHD_HTTP_CONFLICT, "path",
+                                             json_pack("{s:s, s:b, s:b, s:I, s:I}", "path", clean,
+                                                       "deleted", 0, "partial", 1, "removed",
+                                                       (json_int_t) t.removed, "left",
+                                                       (json_int_t) t.left),
+                                             "%s", err.msg);
+        if (r < 0)
+                return reply_file_errno(req, r, req->params.path, &err);
         return api_reply_json(req, MHD_HTTP_OK,
-                              json_pack("{s:s, s:b}", "path", clean, "deleted", 1));
+                              json_pack("{s:s, s:b, s:I}", "path", clean, "deleted", 1, "removed",
+                                        (json_int_t) t.removed));
 }

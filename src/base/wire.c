@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 int wire_send(int fd, const json_t *obj)
@@ -16,6 +17,7 @@ int wire_send(int fd, const json_t *obj)
         _cleanup_free_ char *text = NULL;
         uint32_t len_le;
         size_t len;
+        ssize_t n;
         int r;
 
         text = json_dumps(obj, JSON_COMPACT);
@@ -25,10 +27,21 @@ int wire_send(int fd, const json_t *obj)
         if (len > WIRE_FRAME_MAX)
                 return -E2BIG;
         len_le = htole32((uint32_t) len);
-        r = write_full(fd, &len_le, sizeof(len_le));
-        if (r < 0)
-                return r;
-        return write_full(fd, text, len);
+        /* One writev: a frame that fits the socket buffer goes in one piece, so another writer
+         * of the same socket (user code owns the runner's end, fd 3) cannot land inside it. */
+        do
+                n = writev(fd, (struct iovec[2]){ { &len_le, sizeof(len_le) }, { text, len } }, 2);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        if ((size_t) n < sizeof(len_le)) {
+                r = write_full(fd, (char *) &len_le + n, sizeof(len_le) - (size_t) n);
+                if (r < 0)
+                        return r;
+                n = sizeof(len_le);
+        }
+        return write_full(fd, text + ((size_t) n - sizeof(len_le)),
+                          len - ((size_t) n - sizeof(len_le)));
 }
 
 int wire_recv(int fd, size_t max, json_t **ret_obj)

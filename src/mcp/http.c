@@ -335,9 +335,16 @@ static int handle_delete(struct mcp_http *h, const struct mcp_http_request *req,
                                  "Bad Request: the Mcp-Session-Id header is required");
         e = lookup_ref(h, sid);
         if (!e)
-                return set_error(resp, 404, -32001, "Session not found");
+                return set_error(resp, 404, MCP_SESSION_NOT_FOUND, "Session not found");
         log_info("mcp=%.12s session ended by the client", e->id);
-        entry_release(h, e, true);
+        /* Out of the table first, so that no new request finds it; then end what runs (our
+         * reference keeps it alive meanwhile): a POST in flight, a batch, answers at once,
+         * the call that ran and the items left with an error. */
+        (void) pthread_mutex_lock(&h->lock);
+        unlink_locked(h, e);
+        (void) pthread_mutex_unlock(&h->lock);
+        mcp_conn_close(e->conn);
+        entry_release(h, e, false);
         resp->status = 200;
         return 0;
 }

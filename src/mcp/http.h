@@ -2,7 +2,8 @@
  * library: the API server hands over (method, headers, body) and sends back (status, headers,
  * body). POST carries one JSON-RPC message and is answered with application/json (no SSE
  * stream); initialize issues an Mcp-Session-Id that every later request must carry (missing:
- * 400, unknown: 404); DELETE ends the MCP session and its sandbox session; GET is 405, as no
+ * 400, unknown: 404); DELETE ends the MCP session and its sandbox session at once (a POST of
+ * it in flight answers promptly, see mcp_conn_close()); GET is 405, as no
  * server-initiated stream is offered. Each MCP session has its own airlock session. Host, Origin
  * and the bearer token are checked by the API server before this is called. */
 #pragma once

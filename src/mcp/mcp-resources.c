@@ -113,9 +113,10 @@ static char *resource_path(const char *uri)
         return TAKE_PTR(path);
 }
 
-int mcp_method_resources_list(struct mcp_conn *c, json_t *params, json_t **ret_result,
-                              struct mcp_rpc_error *e)
+int mcp_method_resources_list(struct mcp_conn *c, const struct mcp_request *req,
+                              json_t **ret_result, struct mcp_rpc_error *e)
 {
+        json_t *params = req->params;
         _cleanup_(json_decrefp) json_t *list = json_array();
         const char *path;
         json_t *info;
@@ -146,11 +147,11 @@ int mcp_method_resources_list(struct mcp_conn *c, json_t *params, json_t **ret_r
         return *ret_result ? 0 : -ENOMEM;
 }
 
-int mcp_method_resources_templates_list(struct mcp_conn *c, json_t *params, json_t **ret_result,
-                                        struct mcp_rpc_error *e)
+int mcp_method_resources_templates_list(struct mcp_conn *c, const struct mcp_request *req,
+                                        json_t **ret_result, struct mcp_rpc_error *e)
 {
         (void) c;
-        (void) params;
+        (void) req;
         (void) e;
         /* RFC 6570 "{+path}": reserved expansion, so the '/' of subdirectories stays. */
         *ret_result = json_pack("{s:[{s:s, s:s, s:s, s:s}]}", "resourceTemplates", "uriTemplate",
@@ -168,9 +169,10 @@ static bool is_utf8_text(const char *data, size_t len)
         return clean && strlen(clean) == len && memcmp(clean, data, len) == 0;
 }
 
-int mcp_method_resources_read(struct mcp_conn *c, json_t *params, json_t **ret_result,
-                              struct mcp_rpc_error *e)
+int mcp_method_resources_read(struct mcp_conn *c, const struct mcp_request *req,
+                              json_t **ret_result, struct mcp_rpc_error *e)
 {
+        json_t *params = req->params;
         const char *uri = json_string_value(json_object_get(params, "uri"));
         _cleanup_free_ char *path = NULL, *data = NULL, *b64 = NULL;
         struct airlock_error err = { { 0 } };

@@ -13,9 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int mcp_method_tools_list(struct mcp_conn *c, json_t *params, json_t **ret_result,
+int mcp_method_tools_list(struct mcp_conn *c, const struct mcp_request *req, json_t **ret_result,
                           struct mcp_rpc_error *e)
 {
+        json_t *params = req->params;
         json_t *tools;
 
         (void) c;
@@ -136,9 +137,10 @@ static int result_to_mcp(struct mcp_conn *c, const char *tool, struct tool_resul
         return 0;
 }
 
-int mcp_method_tools_call(struct mcp_conn *c, json_t *params, json_t **ret_result,
+int mcp_method_tools_call(struct mcp_conn *c, const struct mcp_request *req, json_t **ret_result,
                           struct mcp_rpc_error *e)
 {
+        json_t *params = req->params;
         json_t *name = json_object_get(params, "name");
         json_t *args = json_object_get(params, "arguments");
         struct tool_result res = { 0 };
@@ -154,7 +156,7 @@ int mcp_method_tools_call(struct mcp_conn *c, json_t *params, json_t **ret_resul
         if (json_is_null(args))
                 args = NULL;
 
-        r = toolbox_call(c->tb, json_string_value(name), args, &res);
+        r = toolbox_call_until(c->tb, json_string_value(name), args, req->deadline_ns, &res);
         if (r == -ENOENT) {
                 /* As the official SDKs do: an unknown tool is reported to the model as a tool
                  * error it can read and correct, not as a protocol failure. */

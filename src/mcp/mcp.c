@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "config.h"
 #include "tools/tools.h"
 
@@ -73,6 +74,8 @@ int mcp_conn_new(const struct mcp_conn_options *opts, struct mcp_conn **ret_conn
         if (!c)
                 return -ENOMEM;
         (void) pthread_mutex_init(&c->lock, NULL);
+        c->batch_time_max_ms =
+                opts->batch_time_max_ms ? opts->batch_time_max_ms : MCP_BATCH_TIME_MAX_MS;
         c->name = strdup(opts->name ? opts->name : "mcp");
         c->resources = json_object();
         if (!c->name || !c->resources) {
@@ -102,6 +105,24 @@ struct mcp_conn *mcp_conn_free(struct mcp_conn *c)
         return NULL;
 }
 
+void mcp_conn_close(struct mcp_conn *c)
+{
+        (void) pthread_mutex_lock(&c->lock);
+        c->closed = true;
+        (void) pthread_mutex_unlock(&c->lock);
+        toolbox_close(c->tb);
+}
+
+static bool is_closed(struct mcp_conn *c)
+{
+        bool b;
+
+        (void) pthread_mutex_lock(&c->lock);
+        b = c->closed;
+        (void) pthread_mutex_unlock(&c->lock);
+        return b;
+}
+
 bool mcp_conn_is_initialized(struct mcp_conn *c)
 {
         bool b;
@@ -119,9 +140,10 @@ void mcp_conn_version(struct mcp_conn *c, char buf[16])
         (void) pthread_mutex_unlock(&c->lock);
 }
 
-static int method_initialize(struct mcp_conn *c, json_t *params, json_t **ret_result,
+static int method_initialize(struct mcp_conn *c, const struct mcp_request *req, json_t **ret_result,
                              struct mcp_rpc_error *e)
 {
+        json_t *params = req->params;
         json_t *requested = json_object_get(params, "protocolVersion");
         json_t *info = json_object_get(params, "clientInfo");
         const char *version;
@@ -156,11 +178,11 @@ static int method_initialize(struct mcp_conn *c, json_t *params, json_t **ret_re
         return *ret_result ? 0 : -ENOMEM;
 }
 
-static int method_ping(struct mcp_conn *c, json_t *params, json_t **ret_result,
+static int method_ping(struct mcp_conn *c, const struct mcp_request *req, json_t **ret_result,
                        struct mcp_rpc_error *e)
 {
         (void) c;
-        (void) params;
+        (void) req;
         (void) e;
         *ret_result = json_object();
         return *ret_result ? 0 : -ENOMEM;
@@ -198,8 +220,15 @@ static json_t *result_reply(json_t *id, json_t *result)
         return json_pack("{s:s, s:O, s:O}", "jsonrpc", "2.0", "id", id, "result", result);
 }
 
-/* One message that is not a batch. in_batch: initialize may not be part of one. */
-static int handle_one(struct mcp_conn *c, json_t *msg, bool in_batch, json_t **ret_reply)
+#define DELETED_BEFORE "the MCP session was deleted (DELETE /mcp); this request was not run"
+#define DELETED_DURING                                                                             \
+        "the MCP session was deleted (DELETE /mcp) while this request ran; its sandbox "           \
+        "session was ended"
+
+/* One message that is not a batch. in_batch: initialize may not be part of one. deadline_ns:
+ * when a request must be done (its batch's), 0: never. */
+static int handle_one(struct mcp_conn *c, json_t *msg, bool in_batch, uint64_t deadline_ns,
+                      json_t **ret_reply)
 {
         json_t *jsonrpc, *method, *id, *params;
         _cleanup_(json_decrefp) json_t *empty = NULL;
@@ -287,21 +316,45 @@ static int handle_one(struct mcp_conn *c, json_t *msg, bool in_batch, json_t **r
                 params = empty = json_object();
         if (!params)
                 return -ENOMEM;
+        if (is_closed(c)) {
+                *ret_reply = mcp_error_reply(id, MCP_SESSION_NOT_FOUND, DELETED_BEFORE);
+                return *ret_reply ? 0 : -ENOMEM;
+        }
 
-        r = m->handler(c, params, &result, &e);
-        if (r == -EPROTO)
-                *ret_reply = mcp_error_reply(id, e.code, e.message);
-        else if (r < 0)
+        r = m->handler(c, &(struct mcp_request){ .params = params, .deadline_ns = deadline_ns },
+                       &result, &e);
+        if (r < 0 && r != -EPROTO) {
+                json_decref(result);
                 return r;
+        }
+        if (is_closed(c))
+                /* Whatever it answered (a cell killed with its sandbox), the reason is this. */
+                *ret_reply = mcp_error_reply(id, MCP_SESSION_NOT_FOUND, DELETED_DURING);
+        else if (r == -EPROTO)
+                *ret_reply = mcp_error_reply(id, e.code, e.message);
         else
                 *ret_reply = result_reply(id, result);
         json_decref(result);
         return *ret_reply ? 0 : -ENOMEM;
 }
 
+/* The error a batch item gets without being run: none for a notification (or a response),
+ * which is never answered; id null for an item too malformed to have one. */
+static json_t *unrun_item_reply(json_t *item, int code, const char *message)
+{
+        json_t *id = json_object_get(item, "id");
+
+        if (json_is_object(item) && (!id || !json_object_get(item, "method")))
+                return NULL;
+        if (id && !json_is_string(id) && !json_is_integer(id))
+                id = NULL;
+        return mcp_error_reply(id, code, message);
+}
+
 int mcp_conn_handle_json(struct mcp_conn *c, json_t *msg, json_t **ret_reply)
 {
         _cleanup_(json_decrefp) json_t *replies = NULL;
+        uint64_t deadline;
         char version[16];
         json_t *item;
         size_t i;
@@ -309,7 +362,7 @@ int mcp_conn_handle_json(struct mcp_conn *c, json_t *msg, json_t **ret_reply)
 
         *ret_reply = NULL;
         if (!json_is_array(msg))
-                return handle_one(c, msg, false, ret_reply);
+                return handle_one(c, msg, false, 0, ret_reply);
 
         mcp_conn_version(c, version);
         if (json_array_size(msg) == 0) {
@@ -326,14 +379,36 @@ int mcp_conn_handle_json(struct mcp_conn *c, json_t *msg, json_t **ret_reply)
                 return *ret_reply ? 0 : -ENOMEM;
         }
 
+        if (json_array_size(msg) > MCP_BATCH_MAX) {
+                char buf[200];
+                (void) snprintf(buf, sizeof(buf),
+                                "invalid request: a batch holds at most %d messages, this one has "
+                                "%zu; send it in parts",
+                                MCP_BATCH_MAX, json_array_size(msg));
+                *ret_reply = mcp_error_reply(NULL, JSONRPC_INVALID_REQUEST, buf);
+                return *ret_reply ? 0 : -ENOMEM;
+        }
+
         replies = json_array();
         if (!replies)
                 return -ENOMEM;
+        deadline = now_ns() + c->batch_time_max_ms * 1000000ULL;
         json_array_foreach (msg, i, item) {
                 json_t *reply = NULL;
-                r = handle_one(c, item, true, &reply);
-                if (r < 0)
-                        return r;
+                if (is_closed(c)) {
+                        reply = unrun_item_reply(item, MCP_SESSION_NOT_FOUND, DELETED_BEFORE);
+                } else if (now_ns() >= deadline) {
+                        char buf[200];
+                        (void) snprintf(buf, sizeof(buf),
+                                        "this request was not run: its batch ran longer than "
+                                        "%.3g s; send it again",
+                                        (double) c->batch_time_max_ms / 1000.0);
+                        reply = unrun_item_reply(item, MCP_SERVER_ERROR, buf);
+                } else {
+                        r = handle_one(c, item, true, deadline, &reply);
+                        if (r < 0)
+                                return r;
+                }
                 if (reply && json_array_append_new(replies, reply) < 0)
                         return -ENOMEM;
         }

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define MCP_PROTOCOL_LATEST "2025-11-25"
 #define MCP_RESOURCE_PREFIX "airlock://files/"
@@ -20,6 +21,13 @@
 #define JSONRPC_INVALID_PARAMS (-32602)
 #define JSONRPC_INTERNAL_ERROR (-32603)
 #define MCP_RESOURCE_NOT_FOUND (-32002)
+#define MCP_SESSION_NOT_FOUND (-32001) /* the MCP session ended (or never existed) */
+#define MCP_SERVER_ERROR (-32000)      /* e.g. a batch out of time */
+
+/* A JSON-RPC batch holds at most this many messages (a longer one is refused whole), and
+ * starts no item after running this long; an item's timeout_s is cut to the time left. */
+#define MCP_BATCH_MAX 64
+#define MCP_BATCH_TIME_MAX_MS (300ULL * 1000)
 
 struct mcp_conn;
 struct tools_backend;
@@ -39,6 +47,7 @@ struct mcp_conn_options {
         struct tools_backend *backend; /* borrowed: must outlive the connection */
         const char *profile;           /* profile of the session its tools start; NULL default */
         const char *name;              /* for log lines, e.g. "stdio" or the MCP session id */
+        uint64_t batch_time_max_ms;    /* 0: MCP_BATCH_TIME_MAX_MS */
 };
 
 /* Creates the state of one MCP connection. No sandbox session exists until a tool needs one.
@@ -47,6 +56,13 @@ int mcp_conn_new(const struct mcp_conn_options *opts, struct mcp_conn **ret_conn
 
 /* Ends the connection's sandbox session and frees it. Accepts NULL, returns NULL. */
 struct mcp_conn *mcp_conn_free(struct mcp_conn *c);
+
+/* Closes the connection while other threads may still be in mcp_conn_handle_json() with it
+ * (the client deleted its MCP session): its sandbox session ends now, which stops a tool call
+ * that runs; that call and every message not yet handled (the rest of a batch, a request of
+ * another thread) are answered with a JSON-RPC error that says the session was deleted. Only
+ * mcp_conn_free() may follow. */
+void mcp_conn_close(struct mcp_conn *c);
 
 /* Handles one JSON-RPC message (a request, notification, response or, where the negotiated
  * version allows, a batch), given as a parsed value (borrowed). *ret_reply is a new JSON value

@@ -656,6 +656,13 @@ int main(int argc, char **argv)
                         (void) send_fatal("out of memory", NULL);
                         return 1;
                 }
+                /* The answer repeats the request's id: the driver drops every frame that does
+                 * not, such as those user code writes on fd 3. */
+                if (json_is_string(json_object_get(req, "id")) &&
+                    json_object_set(resp, "id", json_object_get(req, "id")) < 0) {
+                        (void) send_fatal("out of memory", NULL);
+                        return 1;
+                }
                 r = wire_send(CTL_FD, resp);
                 if (r < 0)
                         return 1;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -136,8 +137,27 @@ static int pump(struct sandbox *sb, struct capture *cap, const struct exec_sink 
         }
 }
 
-/* Reads from the control socket into the frame buffer; returns 1 when a whole frame is ready in
- * *ret_frame, 0 when more bytes are needed, -EPIPE at EOF, -EBADMSG/-E2BIG on a bad frame. */
+/* Whether frame answers the request we wait for: it repeats the request's id. The runner's
+ * "fatal" (it cannot go on, and exits) may come before it read any request, so it needs none:
+ * forging one only ends the forger's own sandbox. */
+static bool answers_request(const struct sandbox *sb, json_t *frame)
+{
+        const char *id = json_string_value(json_object_get(frame, "id"));
+        const char *op = json_string_value(json_object_get(frame, "op"));
+
+        if (!sb->want_id[0])
+                return false;
+        if (id)
+                return strcmp(id, sb->want_id) == 0;
+        return op && strcmp(op, "fatal") == 0;
+}
+
+/* Reads from the control socket into the frame buffer; returns 1 when a whole frame that
+ * answers the request is ready in *ret_frame, 2 when a whole frame answering nothing was
+ * dropped (user code owns fd 3 and may write frames of its own at any time: between cells,
+ * from a process or thread that outlived its cell), 0 when more bytes are needed, -EPIPE at
+ * EOF, -EBADMSG/-E2BIG on a bad frame (the stream is out of step: nothing after it can be
+ * trusted to start a frame). */
 static int frame_read(struct sandbox *sb, json_t **ret_frame)
 {
         for (;;) {
@@ -161,6 +181,12 @@ static int frame_read(struct sandbox *sb, json_t **ret_frame)
                                         json_decref(o);
                                         return -EBADMSG;
                                 }
+                                if (!answers_request(sb, o)) {
+                                        json_decref(o);
+                                        sb->dropped++;
+                                        return 2;
+                                }
+                                sb->want_id[0] = '\0'; /* answered: a replay is dropped */
                                 *ret_frame = o;
                                 return 1;
                         }
@@ -228,6 +254,8 @@ static enum drive_outcome drive(struct sandbox *sb, uint64_t deadline_ns, struct
                         r = frame_read(sb, ret_frame);
                         if (r == 1)
                                 return DRIVE_FRAME;
+                        if (r == 2)
+                                continue; /* and back to poll(), which sees the deadline */
                         if (r == -EPIPE)
                                 return DRIVE_EXITED;
                         if (r == -E2BIG)
@@ -361,15 +389,57 @@ static json_t *strv_to_json(char **v)
         return a;
 }
 
-static int send_frame(struct sandbox *sb, json_t *frame)
+/* Frames dropped before a request, at most: more is a writer that does not stop, whose frames
+ * drive() drops as they come. */
+#define DRAIN_FRAMES_MAX 256
+
+/* Sends a request (taking ownership of req) with n_fds fds, under a new random id that its
+ * answer must repeat. Whole frames already waiting answer no request and are dropped first. */
+static int send_request(struct sandbox *sb, json_t *req, const int *fds, size_t n_fds)
 {
+        static const char hex[] = "0123456789abcdef";
+        unsigned char rnd[8];
+        json_t *frame = NULL;
         int r;
 
+        if (!req)
+                return -ENOMEM;
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd)) {
+                json_decref(req);
+                return -EIO;
+        }
+        for (size_t i = 0; i < sizeof(rnd); i++) {
+                sb->want_id[2 * i] = hex[rnd[i] >> 4];
+                sb->want_id[2 * i + 1] = hex[rnd[i] & 15];
+        }
+        sb->want_id[2 * sizeof(rnd)] = '\0';
+        sb->dropped = 0;
+        for (int i = 0; i < DRAIN_FRAMES_MAX && frame_read(sb, &frame) == 2; i++)
+                ;
+        json_decref(frame); /* only an answer guessing a 64-bit id could be one */
+        r = json_object_set_new(req, "id", json_string(sb->want_id)) < 0 ? -ENOMEM : 0;
         /* The control socket is non-blocking for reads; a request is small enough to be sent
          * with a blocking write, which the socket buffer absorbs. */
-        r = wire_send(sb->jail->ctl_fd, frame);
-        json_decref(frame);
+        if (r >= 0)
+                r = n_fds ? wire_send_ex(sb->jail->ctl_fd, req, fds, n_fds, false)
+                          : wire_send(sb->jail->ctl_fd, req);
+        json_decref(req);
         return r;
+}
+
+static int send_frame(struct sandbox *sb, json_t *frame)
+{
+        return send_request(sb, frame, NULL, 0);
+}
+
+/* Says, once per request, that frames answering nothing came meanwhile. */
+static void note_dropped(struct sandbox *sb)
+{
+        if (sb->dropped > 0)
+                log_info("sandbox=%d msg=\"dropped %llu frames on the control socket that "
+                         "answered no request (user code writing on fd 3)\"",
+                         (int) sandbox_pid(sb), sb->dropped);
+        sb->dropped = 0;
 }
 
 int sandbox_start(const struct jail_features *features, const struct sandbox_options *opts,
@@ -757,6 +827,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 break;
         }
         wall_ns = now_ns() - t0;
+        note_dropped(sb);
 
         if (o == DRIVE_FRAME) {
                 const char *op = json_string_value(json_object_get(frame, "op"));
@@ -1144,7 +1215,7 @@ int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t 
                      uint64_t *ret_bytes, struct airlock_error *err)
 {
         _cleanup_close_ int rd = -EBADF, wr = -EBADF;
-        json_t *req = NULL, *frame = NULL, *meta;
+        json_t *frame = NULL, *meta;
         uint64_t written = 0, deadline;
         bool pipe_open = true, interrupted = false, over = false;
         int p[2], r, write_error = 0;
@@ -1158,9 +1229,7 @@ int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t 
         /* A large state crosses in 1 MiB steps rather than 64 KiB ones: fewer wake-ups of
          * both sides (the most an unprivileged pipe may hold by default; best effort). */
         (void) fcntl(rd, F_SETPIPE_SZ, 1 << 20);
-        req = json_pack("{s:s}", "op", "snapshot");
-        r = req ? wire_send_ex(sb->jail->ctl_fd, req, &wr, 1, false) : -ENOMEM;
-        json_decref(req);
+        r = send_request(sb, json_pack("{s:s}", "op", "snapshot"), &wr, 1);
         if (r < 0)
                 return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
         safe_close_fd(TAKE_FD(wr));
@@ -1214,7 +1283,7 @@ int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t 
                         }
                 }
                 if (pfd[1].revents) {
-                        r = frame_read(sb, &frame);
+                        r = frame_read(sb, &frame); /* 2: dropped, as in drive() */
                         if (r < 0 && r != -E2BIG) {
                                 kill_internal(sb);
                                 return airlock_error_set(err, -EIO,
@@ -1285,7 +1354,7 @@ int sandbox_put(struct sandbox *sb, const char *path, const void *data, size_t l
                 int *ret_write_errno, struct airlock_error *err)
 {
         _cleanup_close_ int rd = -EBADF, wr = -EBADF;
-        json_t *req, *frame = NULL;
+        json_t *frame = NULL;
         json_int_t e;
         uint64_t deadline;
         size_t off = 0;
@@ -1298,10 +1367,10 @@ int sandbox_put(struct sandbox *sb, const char *path, const void *data, size_t l
         rd = p[0], wr = p[1];
         (void) fcntl_nonblock(wr); /* the runner's end stays blocking */
         (void) fcntl(wr, F_SETPIPE_SZ, 1 << 20);
-        req = json_pack("{s:s, s:s, s:s}", "op", "put", "root", sb->workdir ? sb->workdir : "/work",
-                        "path", path);
-        r = req ? wire_send_ex(sb->jail->ctl_fd, req, &rd, 1, false) : -ENOMEM;
-        json_decref(req);
+        r = send_request(sb,
+                         json_pack("{s:s, s:s, s:s}", "op", "put", "root",
+                                   sb->workdir ? sb->workdir : "/work", "path", path),
+                         &rd, 1);
         if (r < 0)
                 return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
         safe_close_fd(TAKE_FD(rd));
@@ -1347,7 +1416,7 @@ int sandbox_put(struct sandbox *sb, const char *path, const void *data, size_t l
                                 safe_close_fd(TAKE_FD(wr));
                 }
                 if (pfd[1].revents) {
-                        r = frame_read(sb, &frame);
+                        r = frame_read(sb, &frame); /* 2: dropped, as in drive() */
                         if (r < 0) {
                                 kill_internal(sb);
                                 return airlock_error_set(err, -EIO,
@@ -1406,8 +1475,7 @@ int sandbox_restore_send(struct sandbox *sb, int in_fd, const json_t *meta, bool
                 return airlock_error_set(err, -EINVAL,
                                          "the saved state's description is "
                                          "incomplete");
-        r = wire_send_ex(sb->jail->ctl_fd, req, &fd, 1, false);
-        json_decref(req);
+        r = send_request(sb, req, &fd, 1);
         if (r < 0)
                 return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
         return 0;

@@ -152,7 +152,25 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
  * the exchange itself failed (the sandbox may have been killed then). */
 int sandbox_put(struct sandbox *sb, const char *path, const void *data, size_t len,
                 int *ret_write_errno, struct airlock_error *err);
-int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_error *err);
+
+/* What removing a tree did: entries removed (the directory itself included) and entries known
+ * to be left (a lower bound when the walk stopped early); why, the first reason something
+ * stayed (-errno; -ETIME when the time ran out, -ENOTEMPTY when entries kept appearing). */
+struct tree_removal {
+        uint64_t removed;
+        uint64_t left;
+        int why;
+};
+
+/* Deletes a file, a symlink (never its target) or a directory with everything in it. A
+ * directory is walked without recursion and without a depth limit (see workspace_tree_remove),
+ * for at most timeout_ms (0, or more than WORKSPACE_DELETE_TIME_MAX_MS: that). Returns 0 when
+ * path is gone, -ENOTEMPTY when some of a directory stayed (the time ran out, or the code kept
+ * writing into it: err says which, and *ret_removal, which may be NULL, has the counts), or
+ * -errno as the other file calls. */
+#define WORKSPACE_DELETE_TIME_MAX_MS 10000
+int sandbox_file_delete(struct sandbox *sb, const char *path, uint64_t timeout_ms,
+                        struct tree_removal *ret_removal, struct airlock_error *err);
 int sandbox_file_list(struct sandbox *sb, const char *dir, json_t **ret_listing,
                       struct airlock_error *err);
 

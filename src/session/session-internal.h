@@ -36,7 +36,11 @@ struct sandbox {
         /* control-socket frame being assembled */
         char *rbuf;
         size_t rlen, rsize, rwant;
-        size_t frame_max; /* largest frame accepted from the runner */
+        /* The id of the request waiting for its answer ("" when none): each request carries a
+         * random one, and a frame that does not repeat it answers nothing and is dropped. */
+        char want_id[17];
+        unsigned long long dropped; /* frames dropped since the last request */
+        size_t frame_max;           /* largest frame accepted from the runner */
 };
 
 struct sandbox *sandbox_free(struct sandbox *sb);
@@ -96,7 +100,7 @@ int store_prune(struct store *st, long long older_than_s);
  * beneath dirfd with RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV (and O_NOFOLLOW,
  * O_CLOEXEC); returns an fd or -errno. workspace_open() opens the sandbox's /work. Between
  * workspace_fsid_enter() and _leave() the calling thread creates files as the sandbox's user
- * (namespaces mode; see workspace.c). workspace_remove_tree_at() empties a directory. */
+ * (namespaces mode; see workspace.c). */
 struct fsid {
         bool switched;
 };
@@ -104,7 +108,19 @@ int workspace_openat2(int dirfd, const char *path, int flags, mode_t mode);
 int workspace_open(struct sandbox *sb, struct airlock_error *err);
 void workspace_fsid_enter(struct sandbox *sb, struct fsid *f);
 void workspace_fsid_leave(struct fsid *f);
-int workspace_remove_tree_at(int dirfd, int depth);
+struct tree_removal;
+/* Removes the entry name of parent: a file or symlink, or a directory with everything in it.
+ * The walk follows nothing (each name is opened beneath its directory with openat2, no ".."),
+ * needs no recursion, and holds a bounded number of directories open: one deeper than that is
+ * moved up into the directory being removed, under a temporary name (as sb's user when the
+ * tree is sb's /work; sb NULL: a directory of the daemon's), and emptied from there, so no
+ * chain is too deep. It stops at deadline_ns (0: none). Returns 0 when name is gone (also
+ * when it was not there), -ENOTEMPTY when some of it stayed, or -errno when name cannot be
+ * removed at all; *ret (may be NULL) gets the counts either way. */
+int workspace_tree_remove(struct sandbox *sb, int parent, const char *name, uint64_t deadline_ns,
+                          struct tree_removal *ret);
+/* Words for why a removal was partial, for an error message. Static string. */
+const char *workspace_tree_why(const struct tree_removal *t);
 /* Copies in to out with read/write, at most limit bytes (-EFBIG past it); *ret_copied (may be
  * NULL) gets the count. Returns 0 or -errno. */
 int workspace_copy_fd(int in, int out, uint64_t limit, uint64_t *ret_copied);

@@ -1267,6 +1267,8 @@ struct file_args {
         const void *data;
         size_t len;
         json_t **ret_listing;
+        struct tree_removal *ret_removal;
+        uint64_t timeout_ms;
 };
 
 static int do_read(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
@@ -1293,7 +1295,7 @@ static int do_delete(struct sandbox *sb, bool busy, void *arg, struct airlock_er
 {
         (void) busy;
         struct file_args *a = arg;
-        return sandbox_file_delete(sb, a->path, err);
+        return sandbox_file_delete(sb, a->path, a->timeout_ms, a->ret_removal, err);
 }
 
 static int do_list(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
@@ -1328,9 +1330,10 @@ int session_file_write(struct session *s, const char *path, const void *data, si
         return with_sandbox(s, true, do_write, &a, err);
 }
 
-int session_file_delete(struct session *s, const char *path, struct airlock_error *err)
+int session_file_delete(struct session *s, const char *path, uint64_t timeout_ms,
+                        struct tree_removal *ret_removal, struct airlock_error *err)
 {
-        struct file_args a = { .path = path };
+        struct file_args a = { .path = path, .ret_removal = ret_removal, .timeout_ms = timeout_ms };
         return with_sandbox(s, true, do_delete, &a, err);
 }
 

@@ -167,7 +167,11 @@ int session_file_open(struct session *s, const char *path, size_t max_bytes, int
                       uint64_t *ret_size, struct airlock_error *err);
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,
                        struct airlock_error *err);
-int session_file_delete(struct session *s, const char *path, struct airlock_error *err);
+/* A directory is deleted with everything in it, for at most timeout_ms (0: the most,
+ * WORKSPACE_DELETE_TIME_MAX_MS); -ENOTEMPTY when some of it stayed (a partial delete:
+ * *ret_removal, which may be NULL, counts what went and what stayed, and err says why). */
+int session_file_delete(struct session *s, const char *path, uint64_t timeout_ms,
+                        struct tree_removal *ret_removal, struct airlock_error *err);
 /* {"dir": path, "entries": [{"name", "path", "type": "file"|"directory"|"symlink"|"other",
  *  "size", "modified_at"}]} for the directory path ("" = /work). */
 int session_file_list(struct session *s, const char *dir, json_t **ret_listing,

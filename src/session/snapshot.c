@@ -50,17 +50,14 @@ static void temp_name(const char *base, char buf[64])
                         rnd[3], rnd[4], rnd[5]);
 }
 
+/* The daemon's own copies: nothing else writes there, so no deadline. */
 static void remove_entry(int dir, const char *name)
 {
-        _cleanup_close_ int fd = -EBADF;
+        struct tree_removal t;
 
-        fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0) {
-                (void) workspace_remove_tree_at(fd, 0);
-                (void) unlinkat(dir, name, AT_REMOVEDIR);
-        } else {
-                (void) unlinkat(dir, name, 0);
-        }
+        if (workspace_tree_remove(NULL, dir, name, 0, &t) < 0)
+                log_warn("msg=\"cannot remove %s of a saved session: %llu entries left: %s\"", name,
+                         (unsigned long long) t.left, workspace_tree_why(&t));
 }
 
 /* Removes what an interrupted save left behind. */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -267,4 +268,325 @@ int workspace_copy(struct sandbox *from, struct sandbox *to, struct airlock_erro
         if (src < 0)
                 return src;
         return workspace_load(to, src, err);
+}
+
+/* ---- removal ------------------------------------------------------------------------------ */
+
+/* Directories a removal holds open at once. A chain deeper than this is not a reason to stop:
+ * the directory one level too deep is moved up into the top of the tree and emptied from
+ * there, so the walk needs neither recursion, nor memory that grows with the depth, nor "..",
+ * which would lead out of /work if the code moved a directory we hold meanwhile. */
+#define TREE_OPEN_MAX 32
+/* Entries counted as left behind in one directory, at most. */
+#define TREE_COUNT_MAX 1000000
+
+struct tree_level {
+        int fd;                  /* the directory, an open file description of our own */
+        char name[NAME_MAX + 1]; /* its name in the level above; "" for the top */
+        size_t pos, len;         /* the getdents64 batch in buf */
+        bool progress;           /* this pass removed (or moved out) an entry */
+        bool failed;             /* this pass could not remove an entry */
+        bool again;              /* an entry was moved in: one more pass */
+        char buf[4096] __attribute__((aligned(8)));
+};
+
+struct tree_walk {
+        struct sandbox *sb; /* whose /work this is, or NULL (a directory of the daemon's) */
+        struct tree_level lv[TREE_OPEN_MAX];
+        unsigned depth;
+        unsigned long long moved; /* temporary names handed out */
+        char tag[17];             /* random, so a planted name cannot collide with ours */
+        struct tree_removal st;
+};
+
+static void tree_note(struct tree_walk *w, int r)
+{
+        if (!w->st.why)
+                w->st.why = r;
+}
+
+static void level_rewind(struct tree_level *l)
+{
+        (void) lseek(l->fd, 0, SEEK_SET);
+        l->pos = l->len = 0;
+        l->progress = l->failed = l->again = false;
+}
+
+/* The next entry of l but "." and "..": 1 with *ret_name pointing into l->buf (valid until
+ * the next call on l), 0 at the end, or -errno. */
+static int level_next(struct tree_level *l, const char **ret_name, unsigned char *ret_type)
+{
+        for (;;) {
+                struct dirent64 *de;
+                ssize_t n;
+
+                if (l->pos >= l->len) {
+                        n = getdents64(l->fd, l->buf, sizeof(l->buf));
+                        if (n < 0)
+                                return -errno;
+                        if (n == 0)
+                                return 0;
+                        l->pos = 0;
+                        l->len = (size_t) n;
+                }
+                de = (struct dirent64 *) (void *) (l->buf + l->pos);
+                l->pos += de->d_reclen;
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                *ret_name = de->d_name;
+                *ret_type = de->d_type;
+                return 1;
+        }
+}
+
+/* Entries still in l, counted from its start (bounded). */
+static uint64_t level_count(struct tree_level *l)
+{
+        const char *name;
+        unsigned char type;
+        uint64_t n = 0;
+
+        level_rewind(l);
+        while (n < TREE_COUNT_MAX && level_next(l, &name, &type) > 0)
+                n++;
+        return n;
+}
+
+static int rename_up(struct tree_walk *w, const char *name, const char *tmp)
+{
+        struct fsid f = { 0 };
+        int r = 0;
+
+        /* Creating a name in the sandbox's /work takes a uid mapped in its user namespace. */
+        if (w->sb)
+                workspace_fsid_enter(w->sb, &f);
+        if (renameat2(w->lv[w->depth].fd, name, w->lv[0].fd, tmp, RENAME_NOREPLACE) < 0)
+                r = -errno;
+        workspace_fsid_leave(&f);
+        return r;
+}
+
+/* Moves the directory name of the deepest level up into the top of the tree. */
+static int move_up(struct tree_walk *w, const char *name)
+{
+        _cleanup_close_ int fd = -EBADF;
+        char tmp[64];
+        int r;
+
+        (void) snprintf(tmp, sizeof(tmp), ".airlock-deep-%s-%llu", w->tag, w->moved++);
+        r = rename_up(w, name, tmp);
+        if (r == -EACCES || r == -EPERM) {
+                /* The code took the write permission of its own directories away: give it
+                 * back (they are being removed), on fds, so that nothing is followed. */
+                fd = workspace_openat2(w->lv[w->depth].fd, name, O_RDONLY | O_DIRECTORY, 0);
+                if (fd >= 0 && fchmod(fd, 0700) == 0 && fchmod(w->lv[w->depth].fd, 0700) == 0 &&
+                    fchmod(w->lv[0].fd, 0700) == 0)
+                        r = rename_up(w, name, tmp);
+        }
+        if (r < 0)
+                return r;
+        w->lv[0].again = true;
+        return 0;
+}
+
+static void failed(struct tree_walk *w, struct tree_level *l, int r)
+{
+        tree_note(w, r);
+        l->failed = true;
+}
+
+/* unlinkat(flags) of an entry of l: 0 when removed, 1 when it was gone already, or -errno. */
+static int unlink_entry(struct tree_walk *w, struct tree_level *l, const char *name, int flags)
+{
+        if (unlinkat(l->fd, name, flags) == 0) {
+                w->st.removed++;
+                l->progress = true;
+                return 0;
+        }
+        return errno == ENOENT ? 1 : -errno;
+}
+
+/* Removes one entry of the deepest level; a directory that is not empty becomes the next
+ * level (or, at the deepest level the walk holds, moves up into the top). */
+static void remove_entry(struct tree_walk *w, const char *name, unsigned char type)
+{
+        struct tree_level *l = &w->lv[w->depth], *next;
+        int r, fd;
+
+        if (type != DT_DIR && type != DT_UNKNOWN) {
+                r = unlink_entry(w, l, name, 0);
+                if (r != -EISDIR) { /* else: replaced by a directory meanwhile */
+                        if (r < 0)
+                                failed(w, l, r);
+                        return;
+                }
+        }
+        /* An empty directory (most leaves) goes without being opened. */
+        r = unlink_entry(w, l, name, AT_REMOVEDIR);
+        if (r == -ENOTDIR)
+                r = unlink_entry(w, l, name, 0);
+        if (r >= 0)
+                return;
+        if (r != -ENOTEMPTY && r != -EEXIST) {
+                failed(w, l, r);
+                return;
+        }
+        if (w->depth + 1 >= TREE_OPEN_MAX) {
+                r = move_up(w, name);
+                if (r < 0)
+                        failed(w, l, r);
+                else
+                        l->progress = true;
+                return;
+        }
+        fd = workspace_openat2(l->fd, name, O_RDONLY | O_DIRECTORY, 0);
+        if (fd == -ELOOP || fd == -ENOTDIR) {
+                /* Swapped for a symlink or a file meanwhile: that is removed, not followed. */
+                r = unlink_entry(w, l, name, 0);
+                if (r < 0)
+                        failed(w, l, r);
+                return;
+        }
+        if (fd < 0) {
+                if (fd != -ENOENT)
+                        failed(w, l, fd);
+                return;
+        }
+        next = &w->lv[w->depth + 1];
+        next->fd = fd;
+        (void) snprintf(next->name, sizeof(next->name), "%s", name);
+        level_rewind(next);
+        w->depth++;
+}
+
+/* Empties the directory of level 0 (already open), walking down without recursion. */
+static void tree_empty(struct tree_walk *w, uint64_t deadline_ns)
+{
+        unsigned steps = 0;
+
+        for (;;) {
+                struct tree_level *l = &w->lv[w->depth], *up;
+                const char *name;
+                unsigned char type;
+                int r;
+
+                if (deadline_ns && (++steps & 63) == 0 && now_ns() >= deadline_ns) {
+                        tree_note(w, -ETIME);
+                        break;
+                }
+                r = level_next(l, &name, &type);
+                if (r > 0) {
+                        remove_entry(w, name, type);
+                        continue;
+                }
+                if (r < 0)
+                        failed(w, l, r);
+                /* The end of a pass. Entries may have appeared behind us (moved up by us, or
+                 * made by the code meanwhile): another pass while the last one got somewhere
+                 * and nothing failed. A pass that failed is the last: retrying would not help
+                 * and could go on for ever. */
+                if (l->again || (l->progress && !l->failed)) {
+                        level_rewind(l);
+                        /* Every entry left below the top is met again in its next pass, so
+                         * what is left is counted in the last pass only. */
+                        if (w->depth == 0)
+                                w->st.left = 0;
+                        continue;
+                }
+                if (l->failed)
+                        w->st.left += level_count(l);
+                if (w->depth == 0)
+                        return;
+                /* This directory is as empty as it gets: back up, and remove it. */
+                up = &w->lv[w->depth - 1];
+                safe_close_fd(l->fd);
+                l->fd = -EBADF;
+                w->depth--;
+                r = unlink_entry(w, up, l->name, AT_REMOVEDIR);
+                if (r < 0)
+                        failed(w, up, r);
+        }
+        /* Stopped early: every directory still open stays, with what it holds. */
+        for (; w->depth > 0; w->depth--) {
+                safe_close_fd(w->lv[w->depth].fd);
+                w->lv[w->depth].fd = -EBADF;
+                w->st.left++;
+        }
+        if (w->st.left == 0)
+                w->st.left = level_count(&w->lv[0]);
+}
+
+int workspace_tree_remove(struct sandbox *sb, int parent, const char *name, uint64_t deadline_ns,
+                          struct tree_removal *ret)
+{
+        _cleanup_free_ struct tree_walk *w = NULL;
+        unsigned char rnd[8] = { 0 };
+
+        if (ret)
+                *ret = (struct tree_removal){ 0 };
+        /* A file or a symlink (never followed), or an empty directory. */
+        if (unlinkat(parent, name, 0) == 0 ||
+            (errno == EISDIR && unlinkat(parent, name, AT_REMOVEDIR) == 0)) {
+                if (ret)
+                        ret->removed = 1;
+                return 0;
+        }
+        if (errno == ENOENT)
+                return 0;
+        if (errno != ENOTEMPTY && errno != EEXIST)
+                return -errno;
+
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        w->sb = sb;
+        (void) getrandom(rnd, sizeof(rnd), GRND_NONBLOCK);
+        for (size_t i = 0; i < sizeof(rnd); i++)
+                (void) snprintf(w->tag + 2 * i, 3, "%02x", rnd[i]);
+        w->lv[0].fd = workspace_openat2(parent, name, O_RDONLY | O_DIRECTORY, 0);
+        if (w->lv[0].fd < 0)
+                return w->lv[0].fd == -ENOENT ? 0 : w->lv[0].fd;
+        /* Twice at most: entries made between the walk's end and the rmdir get one more. */
+        for (int round = 0; round < 2; round++) {
+                w->st.left = 0;
+                level_rewind(&w->lv[0]);
+                tree_empty(w, deadline_ns);
+                if (w->st.left > 0) {
+                        w->st.left++; /* and the directory itself */
+                        break;
+                }
+                if (unlinkat(parent, name, AT_REMOVEDIR) == 0) {
+                        w->st.removed++;
+                        break;
+                }
+                if (errno == ENOENT) /* moved away meanwhile: not ours to chase */
+                        break;
+                if (errno != ENOTEMPTY && errno != EEXIST) {
+                        tree_note(w, -errno);
+                        w->st.left = 1; /* the directory itself */
+                        break;
+                }
+                tree_note(w, -ENOTEMPTY);
+                w->st.left = 1 + level_count(&w->lv[0]);
+        }
+        safe_close_fd(w->lv[0].fd);
+        if (ret)
+                *ret = w->st;
+        return w->st.left > 0 ? -ENOTEMPTY : 0;
+}
+
+const char *workspace_tree_why(const struct tree_removal *t)
+{
+        switch (-t->why) {
+        case 0:
+                return "unknown";
+        case ETIME:
+                return "it took longer than the time a delete may take; delete it again to go on";
+        case ENOTEMPTY:
+        case EEXIST:
+                return "entries kept appearing while it was deleted (code in the session is "
+                       "writing into it)";
+        default:
+                return strerror(-t->why);
+        }
 }

@@ -82,50 +82,24 @@ int workspace_make_host_dir(char **ret_path, struct airlock_error *err)
         return *ret_path ? 0 : -ENOMEM;
 }
 
-int workspace_remove_tree_at(int dirfd, int depth)
-{
-        _cleanup_close_ int fd = -EBADF;
-        DIR *d;
-        struct dirent *de;
-
-        /* Deeper than any copy makes (workspace-tree.c), with room to spare. */
-        if (depth > 300)
-                return -ELOOP;
-        fd = dup(dirfd);
-        if (fd < 0)
-                return -errno;
-        d = fdopendir(fd);
-        if (!d)
-                return -errno;
-        fd = -EBADF; /* owned by d now */
-        while ((de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                if (de->d_type == DT_DIR) {
-                        int sub = openat(dirfd, de->d_name,
-                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (sub >= 0) {
-                                (void) workspace_remove_tree_at(sub, depth + 1);
-                                (void) close(sub);
-                        }
-                        (void) unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
-                } else {
-                        (void) unlinkat(dirfd, de->d_name, 0);
-                }
-        }
-        closedir(d);
-        return 0;
-}
+/* Process and none modes: the sandbox's processes are gone by now, so nothing writes; the
+ * deadline only bounds a tree too large to remove in reasonable time. */
+#define HOST_DIR_REMOVE_TIME_MAX_MS 60000
 
 int workspace_remove_host_dir(const char *path)
 {
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *copy = strdup(path);
+        _cleanup_close_ int parent = -EBADF;
+        char *slash = copy ? strrchr(copy, '/') : NULL;
 
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+        if (!slash || slash == copy || !slash[1])
+                return copy ? -EINVAL : -ENOMEM;
+        *slash = '\0';
+        parent = open(copy, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (parent < 0)
                 return -errno;
-        (void) workspace_remove_tree_at(fd, 0);
-        return rmdir(path) < 0 ? -errno : 0;
+        return workspace_tree_remove(NULL, parent, slash + 1,
+                                     now_ns() + HOST_DIR_REMOVE_TIME_MAX_MS * 1000000ULL, NULL);
 }
 
 /* Opens the sandbox's /work as a directory fd. In namespaces mode that is reached through the
@@ -601,12 +575,17 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
         return 0;
 }
 
-int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_error *err)
+int sandbox_file_delete(struct sandbox *sb, const char *path, uint64_t timeout_ms,
+                        struct tree_removal *ret_removal, struct airlock_error *err)
 {
-        _cleanup_close_ int work = -EBADF, dir = -EBADF, target = -EBADF;
+        _cleanup_close_ int work = -EBADF, dir = -EBADF;
+        struct tree_removal t = { 0 };
         const char *name;
         struct stat st;
+        int r;
 
+        if (ret_removal)
+                *ret_removal = t;
         if (!workspace_path_is_valid(path, false))
                 return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
         work = workspace_open(sb, err);
@@ -615,22 +594,24 @@ int sandbox_file_delete(struct sandbox *sb, const char *path, struct airlock_err
         dir = open_parent(sb, work, path, false, &name, &(struct fsid){ 0 });
         if (dir < 0)
                 return airlock_error_set(err, dir, "cannot delete '%s': %s", path, errno_word(dir));
+        /* Missing is 404; whatever it is, the removal below follows nothing (a symlink itself
+         * is removed, never what it points to). */
         if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return airlock_error_set(err, -errno, "cannot delete '%s': %s", path,
                                          errno_word(-errno));
-        if (S_ISDIR(st.st_mode)) {
-                target = workspace_openat2(dir, name, O_RDONLY | O_DIRECTORY, 0);
-                if (target < 0)
-                        return airlock_error_set(err, target, "cannot delete '%s': %s", path,
-                                                 errno_word(target));
-                (void) workspace_remove_tree_at(target, 0);
-                if (unlinkat(dir, name, AT_REMOVEDIR) < 0)
-                        return airlock_error_set(err, -errno, "cannot delete '%s': %m", path);
-                return 0;
-        }
-        /* A symlink itself is removed, never what it points to. */
-        if (unlinkat(dir, name, 0) < 0)
-                return airlock_error_set(err, -errno, "cannot delete '%s': %m", path);
+        if (timeout_ms == 0 || timeout_ms > WORKSPACE_DELETE_TIME_MAX_MS)
+                timeout_ms = WORKSPACE_DELETE_TIME_MAX_MS;
+        r = workspace_tree_remove(sb, dir, name, now_ns() + timeout_ms * 1000000ULL, &t);
+        if (ret_removal)
+                *ret_removal = t;
+        if (r == -ENOTEMPTY)
+                return airlock_error_set(err, r,
+                                         "partial delete of '%.200s': %llu entries were removed "
+                                         "and %llu are left, because %s",
+                                         path, (unsigned long long) t.removed,
+                                         (unsigned long long) t.left, workspace_tree_why(&t));
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot delete '%s': %s", path, errno_word(r));
         return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "tools-internal.h"
 
 #include "base/cleanup.h"
+#include "base/util.h"
 #include "session/sandbox.h"
 
 #include <assert.h>
@@ -29,6 +30,7 @@ struct toolbox {
         char *session_id; /* NULL until a tool needs a session */
         char *ended_note; /* why the previous session ended, told with the next one */
         bool keep_session;
+        bool closed; /* toolbox_close(): no session starts again */
 };
 
 const struct tool *const *tools_all(size_t *ret_n)
@@ -394,6 +396,8 @@ int toolbox_session_get(struct toolbox *tb, bool create, char **ret_id, struct t
                 r = id ? 0 : -ENOMEM;
         } else if (!create) {
                 r = -ESRCH;
+        } else if (tb->closed) {
+                r = -ECANCELED;
         } else {
                 /* Under the lock: two first calls at once must share one new session. */
                 r = tb->backend->ops->session_create(tb->backend->userdata, tb->profile,
@@ -408,6 +412,11 @@ int toolbox_session_get(struct toolbox *tb, bool create, char **ret_id, struct t
 
         if (r == -ESRCH)
                 return r;
+        if (r == -ECANCELED) {
+                (void) tool_result_error(res, "the session was ended because its connection "
+                                              "was closed; no new one starts");
+                return r;
+        }
         if (r < 0) {
                 (void) tool_result_error(res, "cannot start a sandbox session: %s",
                                          err.msg[0] ? err.msg : strerror(-r));
@@ -450,11 +459,12 @@ int toolbox_session_id(struct toolbox *tb, char *buf, size_t size)
         return r;
 }
 
-int toolbox_reset(struct toolbox *tb)
+static int end_session(struct toolbox *tb, bool close)
 {
         char *id;
 
         (void) pthread_mutex_lock(&tb->lock);
+        tb->closed |= close;
         id = TAKE_PTR(tb->session_id);
         free(tb->ended_note);
         tb->ended_note = NULL;
@@ -465,6 +475,16 @@ int toolbox_reset(struct toolbox *tb)
                 free(id);
         }
         return 0;
+}
+
+int toolbox_reset(struct toolbox *tb)
+{
+        return end_session(tb, false);
+}
+
+void toolbox_close(struct toolbox *tb)
+{
+        (void) end_session(tb, true);
 }
 
 int toolbox_file_read(struct toolbox *tb, const char *path, size_t max_bytes, char **ret_data,
@@ -485,12 +505,40 @@ int toolbox_file_read(struct toolbox *tb, const char *path, size_t max_bytes, ch
         return r;
 }
 
+/* args with its timeout_s cut to the time left before deadline_ns, for a tool that takes one:
+ * a new reference (args itself, or a copy). NULL on allocation failure. */
+static json_t *args_within(const struct tool *t, json_t *args, uint64_t deadline_ns)
+{
+        _cleanup_(json_decrefp) json_t *schema = tool_schema(t);
+        json_t *given = json_object_get(args, "timeout_s"), *copy;
+        uint64_t now = now_ns();
+        double left_s = now < deadline_ns ? (double) (deadline_ns - now) / 1e9 : 0;
+
+        if (left_s < 0.001)
+                left_s = 0.001;
+        if (!schema || !json_object_get(json_object_get(schema, "properties"), "timeout_s") ||
+            !json_is_number(given) || json_number_value(given) <= left_s)
+                return json_incref(args);
+        copy = json_copy(args);
+        if (copy && json_object_set_new(copy, "timeout_s", json_real(left_s)) < 0) {
+                json_decref(copy);
+                return NULL;
+        }
+        return copy;
+}
+
 int toolbox_call(struct toolbox *tb, const char *name, json_t *args, struct tool_result *ret_res)
+{
+        return toolbox_call_until(tb, name, args, 0, ret_res);
+}
+
+int toolbox_call_until(struct toolbox *tb, const char *name, json_t *args, uint64_t deadline_ns,
+                       struct tool_result *ret_res)
 {
         struct tool_result res = { 0 };
         struct airlock_error err = { { 0 } };
         const struct tool *t = tools_find(name);
-        _cleanup_(json_decrefp) json_t *empty = NULL;
+        _cleanup_(json_decrefp) json_t *empty = NULL, *within = NULL;
         int r;
 
         if (!t)
@@ -509,6 +557,8 @@ int toolbox_call(struct toolbox *tb, const char *name, json_t *args, struct tool
         } else {
                 if (!args)
                         args = empty = json_object();
+                if (args && deadline_ns)
+                        args = within = args_within(t, args, deadline_ns);
                 r = args ? t->handler(tb, args, &res) : -ENOMEM;
         }
         if (r < 0) {

@@ -165,6 +165,12 @@ struct toolbox *toolbox_free(struct toolbox *tb);
  * tool error saying the session is busy). */
 int toolbox_call(struct toolbox *tb, const char *name, json_t *args, struct tool_result *ret_res);
 
+/* toolbox_call() for a call that must be done by deadline_ns (CLOCK_MONOTONIC; 0: no deadline),
+ * such as one item of an MCP batch: a timeout_s the caller gave is cut to the time left (at
+ * least 1 ms). A call without timeout_s keeps its profile's, which the caller must allow for. */
+int toolbox_call_until(struct toolbox *tb, const char *name, json_t *args, uint64_t deadline_ns,
+                       struct tool_result *ret_res);
+
 /* Reads a file of the session's /work, for MCP resources/read. Returns 0 with a malloc()ed
  * buffer (NUL-terminated; caller frees), -ESRCH when there is no session (yet), -EINVAL for a
  * bad path, -ENOENT, -EISDIR, -EFBIG over max_bytes, or -errno; err says why. */
@@ -178,3 +184,8 @@ int toolbox_session_id(struct toolbox *tb, char *buf, size_t size);
 /* Ends the session now (reset_session does this); the next call that needs one starts a new
  * one. Returns 0 (also when there was none). */
 int toolbox_reset(struct toolbox *tb);
+
+/* Ends the session now, killing a call that runs in it (which then returns with the session
+ * lost), and starts no session again: every later call that needs one is a tool error. For a
+ * connection that went away while its calls run. Thread-safe. */
+void toolbox_close(struct toolbox *tb);

@@ -179,7 +179,7 @@ def test_nested_directories(daemon, sessions):
 
     # delete: a file, an empty directory
     assert daemon.delete(files_url(sid, "a/b/c/deep.bin")).json() == \
-        {"path": "a/b/c/deep.bin", "deleted": True}
+        {"path": "a/b/c/deep.bin", "deleted": True, "removed": 1}
     assert daemon.delete(files_url(sid, "a/b/c")).status_code == 200
     assert daemon.delete(files_url(sid, "a/b/c")).status_code == 404
     assert daemon.delete(files_url(sid, "nope.txt")).status_code == 404
@@ -191,7 +191,9 @@ def test_delete_of_a_directory_removes_everything_in_it(daemon, sessions):
     sid = sessions.new()
     daemon.execute(sid, "import os; os.makedirs('d/e/f'); open('d/e/keep.txt', 'w').write('k')")
     r = daemon.delete(files_url(sid, "d"))
-    assert r.status_code == 200 and r.json() == {"path": "d", "deleted": True}, daemon.why(r)
+    # d, e, f and keep.txt: "removed" counts the entries that went
+    assert r.status_code == 200 and r.json() == {"path": "d", "deleted": True, "removed": 4}, \
+        daemon.why(r)
     assert daemon.execute(sid, "import os; os.listdir('.')")["result"] == "[]"
 
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* ---- a fake backend ------------------------------------------------------------------- */
 
@@ -20,9 +21,11 @@ struct fake {
         int n_created;
         int n_destroyed;
         int n_exec;
-        char live[64];    /* the one live session id, "" when none */
-        json_t *files;    /* path -> content */
-        bool vanish_next; /* the next call finds the session gone (-ESRCH) */
+        uint64_t last_timeout_ms;      /* what the last execute was given */
+        struct mcp_conn *close_on_run; /* code "close": mcp_conn_close(this), as a DELETE would */
+        char live[64];                 /* the one live session id, "" when none */
+        json_t *files;                 /* path -> content */
+        bool vanish_next;              /* the next call finds the session gone (-ESRCH) */
 };
 
 static int fake_session_create(void *userdata, const char *profile, char **ret_id,
@@ -69,10 +72,16 @@ static int fake_execute(void *userdata, const char *id, const char *language, co
         int r = check_live(f, id, err);
 
         (void) language;
-        (void) timeout_ms;
         if (r < 0)
                 return r;
         f->n_exec++;
+        f->last_timeout_ms = timeout_ms;
+        if (strcmp(code, "sleep") == 0)
+                (void) usleep(150 * 1000);
+        if (strcmp(code, "close") == 0 && f->close_on_run)
+                /* Another thread deletes the MCP session while this call runs: the sandbox
+                 * session ends under it, and the cell comes back killed. */
+                mcp_conn_close(f->close_on_run);
         if (strcmp(code, "busy") == 0)
                 return airlock_error_set(err, -EBUSY, "busy");
         if (strcmp(code, "raise") == 0)
@@ -435,6 +444,127 @@ Test(mcp, batches_in_2025_03_26)
         json_decref(r);
         cr_expect_null(send(c, "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}]"),
                        "a batch of notifications gets no reply");
+        mcp_conn_free(c);
+}
+
+static int error_code(json_t *reply)
+{
+        return (int) json_integer_value(json_object_get(json_object_get(reply, "error"), "code"));
+}
+
+static const char *error_message(json_t *reply)
+{
+        const char *m =
+                json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
+        return m ? m : "";
+}
+
+/* A batch of n requests {"jsonrpc":"2.0","id":<1..n>,<rest>}, malloc()ed. */
+static char *batch_of(int n, const char *rest)
+{
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        cr_assert_not_null(f);
+        fputc('[', f);
+        for (int i = 0; i < n; i++) {
+                fprintf(f, "%s{\"jsonrpc\":\"2.0\",\"id\":%d,%s}", i ? "," : "", i + 1, rest);
+        }
+        fputc(']', f);
+        fclose(f);
+        return text;
+}
+
+Test(mcp, batch_size_is_bounded)
+{
+        static const char ping[] = "\"method\":\"ping\"";
+        struct mcp_conn *c = conn_new();
+        char *text;
+        json_t *r;
+
+        initialize(c, "2025-03-26");
+        text = batch_of(MCP_BATCH_MAX, ping);
+        r = send(c, text);
+        free(text);
+        cr_assert(json_is_array(r) && json_array_size(r) == MCP_BATCH_MAX);
+        json_decref(r);
+
+        text = batch_of(MCP_BATCH_MAX + 1, ping);
+        r = send(c, text);
+        free(text);
+        cr_assert(json_is_object(r), "a batch over the limit is refused whole, with one error");
+        cr_expect_eq(error_code(r), JSONRPC_INVALID_REQUEST);
+        cr_expect(strstr(error_message(r), "at most 64 messages, this one has 65"), "%s",
+                  error_message(r));
+        json_decref(r);
+        mcp_conn_free(c);
+}
+
+Test(mcp, batch_time_is_bounded)
+{
+        static const char call[] = "\"method\":\"tools/call\",\"params\":{\"name\":"
+                                   "\"run_python\",\"arguments\":{\"code\":\"sleep\","
+                                   "\"timeout_s\":100}}";
+        struct mcp_conn *c = NULL;
+        char *text = batch_of(4, call);
+        json_t *r, *last;
+
+        cr_assert_eq(mcp_conn_new(&(struct mcp_conn_options){ .backend = &backend,
+                                                              .name = "t",
+                                                              .batch_time_max_ms = 200 },
+                                  &c),
+                     0);
+        initialize(c, "2025-03-26");
+        r = send(c, text);
+        free(text);
+        cr_assert(json_is_array(r) && json_array_size(r) == 4);
+        /* Each item sleeps 150 ms in a batch allowed 200: the third cannot start. */
+        cr_expect(fake.n_exec >= 1 && fake.n_exec <= 2, "ran %d", fake.n_exec);
+        cr_expect(fake.last_timeout_ms <= 200,
+                  "an item's timeout_s of 100 s was not cut to the "
+                  "batch's time left: %llu ms",
+                  (unsigned long long) fake.last_timeout_ms);
+        last = json_array_get(r, 3);
+        cr_expect_eq(json_integer_value(json_object_get(last, "id")), 4);
+        cr_expect_eq(error_code(last), MCP_SERVER_ERROR);
+        cr_expect(strstr(error_message(last), "batch ran longer than 0.2 s"), "%s",
+                  error_message(last));
+        json_decref(r);
+        mcp_conn_free(c);
+}
+
+Test(mcp, closing_ends_the_call_that_runs_and_refuses_the_rest)
+{
+        static const char call[] = "\"method\":\"tools/call\",\"params\":{\"name\":"
+                                   "\"run_python\",\"arguments\":{\"code\":\"close\"}}";
+        struct mcp_conn *c = conn_new();
+        char *text = batch_of(3, call);
+        json_t *r;
+
+        initialize(c, "2025-03-26");
+        fake.close_on_run = c;
+        r = send(c, text);
+        free(text);
+        cr_assert(json_is_array(r) && json_array_size(r) == 3);
+        cr_expect_eq(fake.n_exec, 1, "items after the close must not run");
+        cr_expect_eq(fake.n_destroyed, 1, "the sandbox session ends with the close");
+        cr_expect_eq(fake.n_created, 1, "no new session starts after the close");
+        for (size_t i = 0; i < 3; i++) {
+                json_t *item = json_array_get(r, i);
+                cr_expect_eq(json_integer_value(json_object_get(item, "id")), (int) i + 1);
+                cr_expect_eq(error_code(item), MCP_SESSION_NOT_FOUND);
+                cr_expect(strstr(error_message(item), "MCP session was deleted"), "%s",
+                          error_message(item));
+                cr_expect(strstr(error_message(item),
+                                 i == 0 ? "while this request ran" : "this request was not run"),
+                          "%s", error_message(item));
+        }
+        json_decref(r);
+        r = send(c, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}");
+        cr_expect_eq(error_code(r), MCP_SESSION_NOT_FOUND);
+        json_decref(r);
+        fake.close_on_run = NULL;
         mcp_conn_free(c);
 }
 

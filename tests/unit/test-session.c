@@ -1,10 +1,21 @@
 /* Unit tests for the session module's pure parts: which relative paths the files API accepts
- * (everything it accepts is then resolved beneath /work with openat2, see workspace.c). */
+ * (everything it accepts is then resolved beneath /work with openat2, see workspace.c), and the
+ * removal of trees that code planted (workspace-tree.c), on a private host directory. */
 #include <criterion/criterion.h>
 
 #include "session/sandbox.h"
+#include "session/session-internal.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct path_case {
         const char *path;
@@ -58,4 +69,150 @@ Test(session, path_length_limits)
                 path[i] = '/';
         cr_assert_not(workspace_path_is_valid(path, false), "over 4095 bytes is refused");
         cr_assert_not(workspace_path_is_valid(NULL, true));
+}
+
+/* ---- tree removal --------------------------------------------------------------------------- */
+
+static char tree_root[64];
+
+static void tree_setup(void)
+{
+        (void) snprintf(tree_root, sizeof(tree_root), "/tmp/airlock-unit-tree-XXXXXX");
+        cr_assert(mkdtemp(tree_root), "mkdtemp: %m");
+}
+
+static void tree_teardown(void)
+{
+        char cmd[256];
+
+        (void) snprintf(cmd, sizeof(cmd), "chattr -R -i %s 2>/dev/null; rm -rf %s", tree_root,
+                        tree_root);
+        (void) system(cmd);
+}
+
+static int open_dir_at(int at, const char *name)
+{
+        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        cr_assert(fd >= 0, "open %s: %m", name);
+        return fd;
+}
+
+static void touch_at(int at, const char *name)
+{
+        int fd = openat(at, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        cr_assert(fd >= 0, "create %s: %m", name);
+        (void) close(fd);
+}
+
+/* A chain of depth directories under at/name, each holding a file "f"; returns an fd of the
+ * deepest one. Entries made: 2 * depth (the directories and the files) plus name itself. */
+static int make_chain(int at, const char *name, unsigned depth)
+{
+        int cur;
+
+        cr_assert(mkdirat(at, name, 0755) == 0, "mkdir %s: %m", name);
+        cur = open_dir_at(at, name);
+        for (unsigned i = 0; i < depth; i++) {
+                int next;
+                cr_assert(mkdirat(cur, "d", 0755) == 0, "mkdir at level %u: %m", i);
+                touch_at(cur, "f");
+                next = open_dir_at(cur, "d");
+                (void) close(cur);
+                cur = next;
+        }
+        return cur;
+}
+
+static unsigned open_fds(void)
+{
+        unsigned n = 0;
+        DIR *d = opendir("/proc/self/fd");
+        while (d && readdir(d))
+                n++;
+        if (d)
+                closedir(d);
+        return n;
+}
+
+Test(tree, removes_a_deep_chain_and_a_wide_directory_whole, .init = tree_setup,
+     .fini = tree_teardown)
+{
+        struct tree_removal t;
+        unsigned fds;
+        int root = open_dir_at(AT_FDCWD, tree_root), wide, deep;
+        char name[32];
+
+        /* Outside the tree, a symlink inside points at it: it must survive. */
+        touch_at(root, "canary");
+        deep = make_chain(root, "chain", 2000);
+        cr_assert(symlinkat("../../../../canary", deep, "up") == 0);
+        (void) close(deep);
+        cr_assert(mkdirat(root, "chain/wide", 0755) == 0);
+        wide = open_dir_at(root, "chain/wide");
+        for (int i = 0; i < 5000; i++) {
+                (void) snprintf(name, sizeof(name), "%05d", i);
+                touch_at(wide, name);
+        }
+        cr_assert(symlinkat(tree_root, wide, "root-link") == 0);
+        (void) close(wide);
+        /* A directory without any permission still goes. */
+        cr_assert(mkdirat(root, "chain/locked", 0) == 0);
+
+        fds = open_fds();
+        cr_assert_eq(workspace_tree_remove(NULL, root, "chain", 0, &t), 0, "why %d", t.why);
+        cr_assert_eq(open_fds(), fds, "the walk left fds open");
+        /* chain + 2000 dirs + 2000 files + up + wide + 5000 + root-link + locked */
+        cr_assert_eq(t.removed, 1 + 4000 + 1 + 1 + 5000 + 1 + 1, "removed %llu",
+                     (unsigned long long) t.removed);
+        cr_assert_eq(t.left, 0);
+        cr_assert(faccessat(root, "chain", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+        cr_assert(faccessat(root, "canary", F_OK, AT_SYMLINK_NOFOLLOW) == 0,
+                  "the walk followed a symlink out of the tree");
+        /* Nothing of ours is left beside it either (the temporary names moved up). */
+        cr_assert(faccessat(AT_FDCWD, tree_root, F_OK, 0) == 0);
+        cr_assert_eq(workspace_tree_remove(NULL, root, "chain", 0, &t), 0, "gone is gone");
+        (void) close(root);
+}
+
+Test(tree, a_file_that_cannot_go_makes_a_partial_removal, .init = tree_setup, .fini = tree_teardown)
+{
+        struct tree_removal t;
+        int root = open_dir_at(AT_FDCWD, tree_root), deep, fd, flags = FS_IMMUTABLE_FL;
+
+        deep = make_chain(root, "chain", 300);
+        touch_at(deep, "stuck");
+        fd = openat(deep, "stuck", O_RDONLY | O_CLOEXEC);
+        cr_assert(fd >= 0);
+        if (ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0) {
+                int e = errno;
+                (void) close(fd);
+                (void) close(deep);
+                cr_skip_test("cannot make a file immutable here (%s): the filesystem of /tmp or "
+                             "the missing CAP_LINUX_IMMUTABLE",
+                             strerror(e));
+        }
+        (void) close(fd);
+        (void) close(deep);
+
+        cr_assert_eq(workspace_tree_remove(NULL, root, "chain", 0, &t), -ENOTEMPTY);
+        cr_assert_eq(t.why, -EPERM, "why %d", t.why);
+        /* What stayed: the file and the directories holding it, down from "chain". The
+         * deepest ones were moved up into "chain" to be reached, so their count is what is
+         * left in chain's last pass and below, at least the file and chain itself. */
+        cr_assert(t.left >= 2, "left %llu", (unsigned long long) t.left);
+        cr_assert(t.removed >= 300, "removed %llu", (unsigned long long) t.removed);
+        cr_assert(faccessat(root, "chain", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+
+        /* Time up before it starts: partial, and said so. */
+        tree_teardown();
+        tree_setup();
+        (void) close(root);
+        root = open_dir_at(AT_FDCWD, tree_root);
+        (void) close(make_chain(root, "chain", 100));
+        cr_assert_eq(workspace_tree_remove(NULL, root, "chain", 1, &t), -ENOTEMPTY);
+        cr_assert_eq(t.why, -ETIME);
+        cr_assert(t.left >= 1 && t.removed + t.left <= 201, "removed %llu left %llu",
+                  (unsigned long long) t.removed, (unsigned long long) t.left);
+        cr_assert_eq(workspace_tree_remove(NULL, root, "chain", 0, &t), 0);
+        (void) close(root);
 }
