@@ -120,6 +120,17 @@ static bool name_is_valid(const char *name)
         return true;
 }
 
+/* name_is_valid(), with the rule in err when it is not. */
+static int check_name(const char *name, struct airlock_error *err)
+{
+        if (name_is_valid(name))
+                return 0;
+        return airlock_error_set(err, -EINVAL,
+                                 "invalid cgroup name: must be 1-%d characters of "
+                                 "[A-Za-z0-9_.-], not '.' or '..'",
+                                 CGROUP_NAME_MAX);
+}
+
 /* Accepts a relative path whose components are neither "." nor "..", so that joining it to a
  * mount point can never leave that mount. Leading, trailing and repeated slashes are allowed. */
 static bool relpath_is_safe(const char *p)
@@ -1063,11 +1074,9 @@ int cgroup_create(const struct cgroup_root *root, const char *name,
         size_t count;
         int r;
 
-        if (!name_is_valid(name))
-                return airlock_error_set(err, -EINVAL,
-                                         "invalid cgroup name: must be 1-%d characters of "
-                                         "[A-Za-z0-9_.-], not '.' or '..'",
-                                         CGROUP_NAME_MAX);
+        r = check_name(name, err);
+        if (r < 0)
+                return r;
         if (!root || !ret_cg)
                 return -EINVAL;
         if (root->version != CGROUP_V1 && root->version != CGROUP_V2)
@@ -1398,6 +1407,93 @@ const char *cgroup_version_name(enum cgroup_version version)
                 return "none";
         }
         return "unknown";
+}
+
+/* Creates dir (a cgroup below an existing parent) unless it exists already. */
+static int mkdir_cgroup(const char *dir, struct airlock_error *err)
+{
+        struct stat st;
+        int r;
+
+        if (mkdir(dir, 0755) >= 0)
+                return 0;
+        r = -errno;
+        if (r == -EEXIST && lstat(dir, &st) >= 0 && S_ISDIR(st.st_mode))
+                return 0;
+        return airlock_error_set(err, r, "cannot create cgroup '%s': %s", dir,
+                                 r == -EEXIST ? "it exists and is not a directory" : strerror(-r));
+}
+
+int cgroup_root_enter(const struct cgroup_root *base, const char *name,
+                      struct cgroup_root *ret_scoped, struct airlock_error *err)
+{
+        _cleanup_(cgroup_root_donep) struct cgroup_root scoped = { 0 };
+        int r;
+
+        r = check_name(name, err);
+        if (r < 0)
+                return r;
+        if (!base || !ret_scoped)
+                return -EINVAL;
+        scoped.version = base->version;
+        if (base->version == CGROUP_V2) {
+                _cleanup_close_ int fd = -EBADF;
+                char controllers[512];
+
+                if (!base->v2_parent)
+                        return airlock_error_set(err, -EINVAL,
+                                                 "cgroup v2 root has no parent directory");
+                scoped.v2_parent = path_join(base->v2_parent, name);
+                if (!scoped.v2_parent)
+                        return -ENOMEM;
+                r = mkdir_cgroup(scoped.v2_parent, err);
+                if (r < 0)
+                        return r;
+                /* The sandboxes' cgroups are made below this one, so it hands its children
+                 * the controllers its parent hands it: it never holds a process itself, so
+                 * v2 lets it (the "no internal processes" rule). */
+                fd = open(scoped.v2_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0 || read_small_file_at(fd, "cgroup.controllers", controllers,
+                                                 sizeof(controllers)) < 0)
+                        controllers[0] = '\0';
+                r = v2_enable_subtree(scoped.v2_parent, list_has_word(controllers, "cpu"), err);
+                if (r < 0)
+                        return r;
+        } else if (base->version == CGROUP_V1) {
+                for (size_t i = 0; i < CG1_COUNT; i++) {
+                        if (!base->v1_parent[i])
+                                continue;
+                        scoped.v1_parent[i] = path_join(base->v1_parent[i], name);
+                        if (!scoped.v1_parent[i])
+                                return -ENOMEM;
+                        /* Co-mounted controllers ("cpu,cpuacct") share the directory. */
+                        r = mkdir_cgroup(scoped.v1_parent[i], err);
+                        if (r < 0)
+                                return r;
+                }
+        } else {
+                return airlock_error_set(err, -EOPNOTSUPP, "no usable cgroup hierarchy");
+        }
+        *ret_scoped = scoped;
+        memset(&scoped, 0, sizeof(scoped));
+        return 0;
+}
+
+int cgroup_root_remove(const struct cgroup_root *scoped)
+{
+        int ret = 0;
+
+        if (!scoped)
+                return -EINVAL;
+        if (scoped->version == CGROUP_V2 && scoped->v2_parent)
+                return rmdir(scoped->v2_parent) < 0 && errno != ENOENT ? -errno : 0;
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                if (!scoped->v1_parent[i])
+                        continue;
+                if (rmdir(scoped->v1_parent[i]) < 0 && errno != ENOENT && ret == 0)
+                        ret = -errno;
+        }
+        return ret;
 }
 
 static int remove_stale_in(const char *parent, const char *prefix, unsigned *busy)
