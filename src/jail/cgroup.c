@@ -1061,9 +1061,46 @@ static void cgroup_abortp(struct cgroup **cgp)
         *cgp = cgroup_free(*cgp);
 }
 
+static void cgroup_freep(struct cgroup **cgp)
+{
+        *cgp = cgroup_free(*cgp);
+}
+
 static bool cgroup_is_distinct(const struct cgroup *cg, size_t i)
 {
         return cg->path[i] && cg->same_as[i] == (int) i;
+}
+
+/* The parent directory of hierarchy i (an enum cgroup_v1_controller; 0 on v2), or NULL. */
+static const char *root_parent(const struct cgroup_root *root, size_t i)
+{
+        if (root->version == CGROUP_V2)
+                return i == 0 ? root->v2_parent : NULL;
+        return root->version == CGROUP_V1 ? root->v1_parent[i] : NULL;
+}
+
+/* Sets cg->path[i] to name below root's parent of hierarchy i. Returns 1 when that directory is
+ * new to cg; 0 when root lacks the hierarchy, or when an earlier hierarchy of cg has the same
+ * directory (co-mounted v1 controllers: same_as[i] names it, dirfd[i] duplicates its fd); or
+ * -errno. */
+static int cgroup_place(struct cgroup *cg, const struct cgroup_root *root, size_t i,
+                        const char *name)
+{
+        const char *parent = root_parent(root, i);
+
+        if (!parent)
+                return 0;
+        cg->path[i] = path_join(parent, name);
+        if (!cg->path[i])
+                return -ENOMEM;
+        for (size_t j = 0; j < i; j++) {
+                if (!cg->path[j] || !streq(cg->path[j], cg->path[i]))
+                        continue;
+                cg->same_as[i] = (int) j;
+                cg->dirfd[i] = fcntl(cg->dirfd[j], F_DUPFD_CLOEXEC, 3);
+                return cg->dirfd[i] < 0 ? -errno : 0;
+        }
+        return 1;
 }
 
 int cgroup_create(const struct cgroup_root *root, const char *name,
@@ -1071,7 +1108,6 @@ int cgroup_create(const struct cgroup_root *root, const char *name,
                   struct airlock_error *err)
 {
         _cleanup_(cgroup_abortp) struct cgroup *cg = NULL;
-        size_t count;
         int r;
 
         r = check_name(name, err);
@@ -1092,29 +1128,12 @@ int cgroup_create(const struct cgroup_root *root, const char *name,
         if (!cg)
                 return -ENOMEM;
 
-        count = root->version == CGROUP_V2 ? 1 : CG1_COUNT;
-        for (size_t i = 0; i < count; i++) {
-                const char *parent =
-                        root->version == CGROUP_V2 ? root->v2_parent : root->v1_parent[i];
-
-                if (!parent)
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                r = cgroup_place(cg, root, i, name);
+                if (r < 0)
+                        return r;
+                if (r == 0)
                         continue;
-                cg->path[i] = path_join(parent, name);
-                if (!cg->path[i])
-                        return -ENOMEM;
-
-                for (size_t j = 0; j < i; j++) {
-                        if (cg->path[j] && streq(cg->path[j], cg->path[i])) {
-                                cg->same_as[i] = (int) j;
-                                break;
-                        }
-                }
-                if (cg->same_as[i] != (int) i) {
-                        cg->dirfd[i] = fcntl(cg->dirfd[cg->same_as[i]], F_DUPFD_CLOEXEC, 3);
-                        if (cg->dirfd[i] < 0)
-                                return -errno;
-                        continue;
-                }
 
                 if (mkdir(cg->path[i], 0755) < 0) {
                         r = -errno;
@@ -1496,7 +1515,44 @@ int cgroup_root_remove(const struct cgroup_root *scoped)
         return ret;
 }
 
-static int remove_stale_in(const char *parent, const char *prefix, unsigned *busy)
+/* A handle on the existing cgroup `name` below root, in every hierarchy where it exists, that
+ * cgroup_destroy() removes. Returns 0, -ENOENT where it exists nowhere, or -errno. */
+static int cgroup_adopt(const struct cgroup_root *root, const char *name, struct cgroup **ret_cg)
+{
+        _cleanup_(cgroup_freep) struct cgroup *cg = NULL;
+        bool found = false;
+        int r;
+
+        cg = cgroup_alloc(root->version);
+        if (!cg)
+                return -ENOMEM;
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                r = cgroup_place(cg, root, i, name);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                cg->dirfd[i] = open(cg->path[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (cg->dirfd[i] < 0) {
+                        if (errno != ENOENT)
+                                return -errno;
+                        /* Not in this hierarchy (a creation cut short by a crash). */
+                        free(cg->path[i]);
+                        cg->path[i] = NULL;
+                        continue;
+                }
+                cg->owned[i] = true;
+                found = true;
+        }
+        if (!found)
+                return -ENOENT;
+        *ret_cg = TAKE_PTR(cg);
+        return 0;
+}
+
+/* Kills and removes the cgroups below parent whose names start with prefix. */
+static int reap_in(const struct cgroup_root *root, const char *parent, const char *prefix,
+                   unsigned *ret_left)
 {
         size_t plen = strlen(prefix);
         struct dirent *de;
@@ -1505,61 +1561,43 @@ static int remove_stale_in(const char *parent, const char *prefix, unsigned *bus
 
         d = opendir(parent);
         if (!d)
-                return -errno;
+                return errno == ENOENT ? 0 : -errno;
         while ((de = readdir(d))) {
-                if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, plen) != 0)
+                struct cgroup *cg = NULL;
+
+                if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, plen) != 0 ||
+                    !name_is_valid(de->d_name))
                         continue;
-                if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
+                if (cgroup_adopt(root, de->d_name, &cg) < 0)
+                        continue;
+                if (cgroup_kill_all(cg) >= 0 && cgroup_destroy(cg) >= 0)
                         removed++;
-                else if (errno == EBUSY)
-                        (*busy)++;
+                else
+                        (*ret_left)++;
+                cg = cgroup_free(cg);
         }
         closedir(d);
         return removed;
 }
 
-static int remove_stale_once(const struct cgroup_root *root, const char *prefix, unsigned *busy)
+int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsigned *ret_left)
 {
+        unsigned left = 0;
         int removed = 0, r;
 
-        if (root->version == CGROUP_V2 && root->v2_parent)
-                return remove_stale_in(root->v2_parent, prefix, busy);
-        if (root->version != CGROUP_V1)
-                return 0;
-        for (int c = 0; c < CG1_COUNT; c++) {
-                if (!root->v1_parent[c])
+        if (!root || !prefix || !*prefix)
+                return -EINVAL;
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                const char *parent = root_parent(root, i);
+
+                if (!parent)
                         continue;
-                r = remove_stale_in(root->v1_parent[c], prefix, busy);
-                if (r > 0)
-                        removed += r;
-        }
-        return removed;
-}
-
-int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix)
-{
-        unsigned busy = 0;
-
-        if (!prefix || !*prefix)
-                return -EINVAL;
-        return remove_stale_once(root, prefix, &busy);
-}
-
-int cgroup_remove_stale_wait(const struct cgroup_root *root, const char *prefix,
-                             unsigned timeout_ms)
-{
-        int removed = 0;
-
-        if (!prefix || !*prefix)
-                return -EINVAL;
-        for (unsigned waited = 0;; waited += 20) {
-                unsigned busy = 0;
-                int r = remove_stale_once(root, prefix, &busy);
+                r = reap_in(root, parent, prefix, &left);
                 if (r < 0)
-                        return removed > 0 ? removed : r;
+                        return r;
                 removed += r;
-                if (busy == 0 || waited >= timeout_ms)
-                        return removed;
-                (void) usleep(20000);
         }
+        if (ret_left)
+                *ret_left = left;
+        return removed;
 }

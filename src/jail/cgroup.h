@@ -78,7 +78,7 @@ void cgroup_root_done(struct cgroup_root *root);
  * or reuses it where it exists, and fills ret_scoped with a root whose parents are those
  * cgroups (on v2 with memory, pids and, where offered, cpu enabled for its children). A daemon
  * creates its sandboxes through such a root, so that what it makes, and what
- * cgroup_remove_stale() on that root sees, is its own alone. Returns 0, -EINVAL for a bad name,
+ * cgroup_reap_stale() on that root sees, is its own alone. Returns 0, -EINVAL for a bad name,
  * -EOPNOTSUPP without a hierarchy, or -errno with err set. Release with cgroup_root_done(). */
 int cgroup_root_enter(const struct cgroup_root *base, const char *name,
                       struct cgroup_root *ret_scoped, struct airlock_error *err);
@@ -132,14 +132,9 @@ struct cgroup *cgroup_free(struct cgroup *cg);
 /* Human-readable description of the layout, e.g. "v1 (memory, pids, cpu, cpuacct, freezer)". */
 const char *cgroup_version_name(enum cgroup_version version);
 
-/* Removes empty cgroups whose names start with prefix under root's parent(s): those a crashed
- * daemon could not remove. A cgroup that still has processes cannot be removed (rmdir answers
- * EBUSY), but an empty one can, whoever made it: call this only on a root of one's own (see
- * cgroup_root_enter()), never on a parent shared with other daemons or CLIs. Returns how many
- * were removed, or -errno. */
-int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix);
-
-/* The same, waiting up to timeout_ms for cgroups that still hold processes to empty: right
- * after a daemon was killed, its sandboxes take a moment to die. */
-int cgroup_remove_stale_wait(const struct cgroup_root *root, const char *prefix,
-                             unsigned timeout_ms);
+/* Kills every process in the cgroups below root whose names start with prefix and removes
+ * those cgroups, in every hierarchy: what a crashed daemon left, whose sandboxes may not have
+ * died yet. Call it only on a root of one's own (see cgroup_root_enter()) that no other live
+ * process uses, never on a parent shared with other daemons or CLIs. Returns how many were
+ * removed and, in *ret_left (may be NULL), how many could not be; or -errno. */
+int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsigned *ret_left);

@@ -184,8 +184,11 @@ int scope_open(const struct jail_features *f, const char *state_dir, struct scop
         return 0;
 }
 
-int scope_sweep(struct scope *s, unsigned timeout_ms)
+int scope_sweep(struct scope *s)
 {
+        unsigned left = 0;
+        int n;
+
         if (s->features.cgroups.version == CGROUP_NONE || !s->is_lasting)
                 return 0;
         if (!s->is_owner) {
@@ -194,7 +197,15 @@ int scope_sweep(struct scope *s, unsigned timeout_ms)
                          s->name);
                 return 0;
         }
-        return cgroup_remove_stale_wait(&s->features.cgroups, SCOPE_SWEEP_PREFIX, timeout_ms);
+        /* No live daemon holds the lock, so whatever is below our cgroup is a crashed one's:
+         * its sandboxes die with it, but only once its exit got that far (their parent-death
+         * signal), which can take seconds. Killing them now frees their cgroups at once. */
+        n = cgroup_reap_stale(&s->features.cgroups, SCOPE_SWEEP_PREFIX, &left);
+        if (left > 0)
+                log_warn("msg=\"%u cgroups left by an earlier daemon below '%s' could not be "
+                         "removed\"",
+                         left, s->name);
+        return n;
 }
 
 void scope_close(struct scope *s)

@@ -86,9 +86,9 @@ struct scope {
  * failure. */
 int scope_open(const struct jail_features *f, const char *state_dir, struct scope *ret_scope,
                struct airlock_error *err);
-/* Removes the empty cgroups below the scope (a crashed predecessor's), waiting up to
- * timeout_ms for those whose processes are still dying. Returns how many, or -errno. */
-int scope_sweep(struct scope *s, unsigned timeout_ms);
+/* Kills what is left below the scope (a crashed predecessor's sandboxes) and removes their
+ * cgroups, when no other live daemon uses the state directory. Returns how many, or -errno. */
+int scope_sweep(struct scope *s);
 /* Removes the scope's cgroups if they are empty and releases everything. Idempotent. */
 void scope_close(struct scope *s);
 

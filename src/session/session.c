@@ -607,8 +607,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         }
 
         /* Every sandbox's cgroup goes below a cgroup of this daemon's own, and only there
-         * does it remove what a crashed daemon on the same state directory left (empty
-         * cgroups: rmdir refuses the others). */
+         * does it remove what a crashed daemon on the same state directory left. */
         r = scope_open(cfg->features, cfg->state_dir, &mgr->scope, err);
         if (r < 0) {
                 session_manager_free(mgr);
@@ -616,7 +615,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         }
         mgr->cfg.features = &mgr->scope.features;
         if (mgr->scope.features.cgroups.version != CGROUP_NONE) {
-                int n = scope_sweep(&mgr->scope, 2000);
+                int n = scope_sweep(&mgr->scope);
                 log_info("msg=\"sandbox cgroups go below '%s'\"", mgr->scope.name);
                 if (n > 0)
                         log_info("msg=\"removed %d stale cgroups left by an earlier daemon\"", n);
