@@ -120,6 +120,17 @@ static bool name_is_valid(const char *name)
         return true;
 }
 
+/* name_is_valid(), with the rule in err when it is not. */
+static int check_name(const char *name, struct airlock_error *err)
+{
+        if (name_is_valid(name))
+                return 0;
+        return airlock_error_set(err, -EINVAL,
+                                 "invalid cgroup name: must be 1-%d characters of "
+                                 "[A-Za-z0-9_.-], not '.' or '..'",
+                                 CGROUP_NAME_MAX);
+}
+
 /* Accepts a relative path whose components are neither "." nor "..", so that joining it to a
  * mount point can never leave that mount. Leading, trailing and repeated slashes are allowed. */
 static bool relpath_is_safe(const char *p)
@@ -1050,9 +1061,46 @@ static void cgroup_abortp(struct cgroup **cgp)
         *cgp = cgroup_free(*cgp);
 }
 
+static void cgroup_freep(struct cgroup **cgp)
+{
+        *cgp = cgroup_free(*cgp);
+}
+
 static bool cgroup_is_distinct(const struct cgroup *cg, size_t i)
 {
         return cg->path[i] && cg->same_as[i] == (int) i;
+}
+
+/* The parent directory of hierarchy i (an enum cgroup_v1_controller; 0 on v2), or NULL. */
+static const char *root_parent(const struct cgroup_root *root, size_t i)
+{
+        if (root->version == CGROUP_V2)
+                return i == 0 ? root->v2_parent : NULL;
+        return root->version == CGROUP_V1 ? root->v1_parent[i] : NULL;
+}
+
+/* Sets cg->path[i] to name below root's parent of hierarchy i. Returns 1 when that directory is
+ * new to cg; 0 when root lacks the hierarchy, or when an earlier hierarchy of cg has the same
+ * directory (co-mounted v1 controllers: same_as[i] names it, dirfd[i] duplicates its fd); or
+ * -errno. */
+static int cgroup_place(struct cgroup *cg, const struct cgroup_root *root, size_t i,
+                        const char *name)
+{
+        const char *parent = root_parent(root, i);
+
+        if (!parent)
+                return 0;
+        cg->path[i] = path_join(parent, name);
+        if (!cg->path[i])
+                return -ENOMEM;
+        for (size_t j = 0; j < i; j++) {
+                if (!cg->path[j] || !streq(cg->path[j], cg->path[i]))
+                        continue;
+                cg->same_as[i] = (int) j;
+                cg->dirfd[i] = fcntl(cg->dirfd[j], F_DUPFD_CLOEXEC, 3);
+                return cg->dirfd[i] < 0 ? -errno : 0;
+        }
+        return 1;
 }
 
 int cgroup_create(const struct cgroup_root *root, const char *name,
@@ -1060,14 +1108,11 @@ int cgroup_create(const struct cgroup_root *root, const char *name,
                   struct airlock_error *err)
 {
         _cleanup_(cgroup_abortp) struct cgroup *cg = NULL;
-        size_t count;
         int r;
 
-        if (!name_is_valid(name))
-                return airlock_error_set(err, -EINVAL,
-                                         "invalid cgroup name: must be 1-%d characters of "
-                                         "[A-Za-z0-9_.-], not '.' or '..'",
-                                         CGROUP_NAME_MAX);
+        r = check_name(name, err);
+        if (r < 0)
+                return r;
         if (!root || !ret_cg)
                 return -EINVAL;
         if (root->version != CGROUP_V1 && root->version != CGROUP_V2)
@@ -1083,29 +1128,12 @@ int cgroup_create(const struct cgroup_root *root, const char *name,
         if (!cg)
                 return -ENOMEM;
 
-        count = root->version == CGROUP_V2 ? 1 : CG1_COUNT;
-        for (size_t i = 0; i < count; i++) {
-                const char *parent =
-                        root->version == CGROUP_V2 ? root->v2_parent : root->v1_parent[i];
-
-                if (!parent)
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                r = cgroup_place(cg, root, i, name);
+                if (r < 0)
+                        return r;
+                if (r == 0)
                         continue;
-                cg->path[i] = path_join(parent, name);
-                if (!cg->path[i])
-                        return -ENOMEM;
-
-                for (size_t j = 0; j < i; j++) {
-                        if (cg->path[j] && streq(cg->path[j], cg->path[i])) {
-                                cg->same_as[i] = (int) j;
-                                break;
-                        }
-                }
-                if (cg->same_as[i] != (int) i) {
-                        cg->dirfd[i] = fcntl(cg->dirfd[cg->same_as[i]], F_DUPFD_CLOEXEC, 3);
-                        if (cg->dirfd[i] < 0)
-                                return -errno;
-                        continue;
-                }
 
                 if (mkdir(cg->path[i], 0755) < 0) {
                         r = -errno;
@@ -1400,7 +1428,131 @@ const char *cgroup_version_name(enum cgroup_version version)
         return "unknown";
 }
 
-static int remove_stale_in(const char *parent, const char *prefix, unsigned *busy)
+/* Creates dir (a cgroup below an existing parent) unless it exists already. */
+static int mkdir_cgroup(const char *dir, struct airlock_error *err)
+{
+        struct stat st;
+        int r;
+
+        if (mkdir(dir, 0755) >= 0)
+                return 0;
+        r = -errno;
+        if (r == -EEXIST && lstat(dir, &st) >= 0 && S_ISDIR(st.st_mode))
+                return 0;
+        return airlock_error_set(err, r, "cannot create cgroup '%s': %s", dir,
+                                 r == -EEXIST ? "it exists and is not a directory" : strerror(-r));
+}
+
+int cgroup_root_enter(const struct cgroup_root *base, const char *name,
+                      struct cgroup_root *ret_scoped, struct airlock_error *err)
+{
+        _cleanup_(cgroup_root_donep) struct cgroup_root scoped = { 0 };
+        int r;
+
+        r = check_name(name, err);
+        if (r < 0)
+                return r;
+        if (!base || !ret_scoped)
+                return -EINVAL;
+        scoped.version = base->version;
+        if (base->version == CGROUP_V2) {
+                _cleanup_close_ int fd = -EBADF;
+                char controllers[512];
+
+                if (!base->v2_parent)
+                        return airlock_error_set(err, -EINVAL,
+                                                 "cgroup v2 root has no parent directory");
+                scoped.v2_parent = path_join(base->v2_parent, name);
+                if (!scoped.v2_parent)
+                        return -ENOMEM;
+                r = mkdir_cgroup(scoped.v2_parent, err);
+                if (r < 0)
+                        return r;
+                /* The sandboxes' cgroups are made below this one, so it hands its children
+                 * the controllers its parent hands it: it never holds a process itself, so
+                 * v2 lets it (the "no internal processes" rule). */
+                fd = open(scoped.v2_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0 || read_small_file_at(fd, "cgroup.controllers", controllers,
+                                                 sizeof(controllers)) < 0)
+                        controllers[0] = '\0';
+                r = v2_enable_subtree(scoped.v2_parent, list_has_word(controllers, "cpu"), err);
+                if (r < 0)
+                        return r;
+        } else if (base->version == CGROUP_V1) {
+                for (size_t i = 0; i < CG1_COUNT; i++) {
+                        if (!base->v1_parent[i])
+                                continue;
+                        scoped.v1_parent[i] = path_join(base->v1_parent[i], name);
+                        if (!scoped.v1_parent[i])
+                                return -ENOMEM;
+                        /* Co-mounted controllers ("cpu,cpuacct") share the directory. */
+                        r = mkdir_cgroup(scoped.v1_parent[i], err);
+                        if (r < 0)
+                                return r;
+                }
+        } else {
+                return airlock_error_set(err, -EOPNOTSUPP, "no usable cgroup hierarchy");
+        }
+        *ret_scoped = scoped;
+        memset(&scoped, 0, sizeof(scoped));
+        return 0;
+}
+
+int cgroup_root_remove(const struct cgroup_root *scoped)
+{
+        int ret = 0;
+
+        if (!scoped)
+                return -EINVAL;
+        if (scoped->version == CGROUP_V2 && scoped->v2_parent)
+                return rmdir(scoped->v2_parent) < 0 && errno != ENOENT ? -errno : 0;
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                if (!scoped->v1_parent[i])
+                        continue;
+                if (rmdir(scoped->v1_parent[i]) < 0 && errno != ENOENT && ret == 0)
+                        ret = -errno;
+        }
+        return ret;
+}
+
+/* A handle on the existing cgroup `name` below root, in every hierarchy where it exists, that
+ * cgroup_destroy() removes. Returns 0, -ENOENT where it exists nowhere, or -errno. */
+static int cgroup_adopt(const struct cgroup_root *root, const char *name, struct cgroup **ret_cg)
+{
+        _cleanup_(cgroup_freep) struct cgroup *cg = NULL;
+        bool found = false;
+        int r;
+
+        cg = cgroup_alloc(root->version);
+        if (!cg)
+                return -ENOMEM;
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                r = cgroup_place(cg, root, i, name);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                cg->dirfd[i] = open(cg->path[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (cg->dirfd[i] < 0) {
+                        if (errno != ENOENT)
+                                return -errno;
+                        /* Not in this hierarchy (a creation cut short by a crash). */
+                        free(cg->path[i]);
+                        cg->path[i] = NULL;
+                        continue;
+                }
+                cg->owned[i] = true;
+                found = true;
+        }
+        if (!found)
+                return -ENOENT;
+        *ret_cg = TAKE_PTR(cg);
+        return 0;
+}
+
+/* Kills and removes the cgroups below parent whose names start with prefix. */
+static int reap_in(const struct cgroup_root *root, const char *parent, const char *prefix,
+                   unsigned *ret_left)
 {
         size_t plen = strlen(prefix);
         struct dirent *de;
@@ -1409,61 +1561,43 @@ static int remove_stale_in(const char *parent, const char *prefix, unsigned *bus
 
         d = opendir(parent);
         if (!d)
-                return -errno;
+                return errno == ENOENT ? 0 : -errno;
         while ((de = readdir(d))) {
-                if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, plen) != 0)
+                struct cgroup *cg = NULL;
+
+                if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, plen) != 0 ||
+                    !name_is_valid(de->d_name))
                         continue;
-                if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
+                if (cgroup_adopt(root, de->d_name, &cg) < 0)
+                        continue;
+                if (cgroup_kill_all(cg) >= 0 && cgroup_destroy(cg) >= 0)
                         removed++;
-                else if (errno == EBUSY)
-                        (*busy)++;
+                else
+                        (*ret_left)++;
+                cg = cgroup_free(cg);
         }
         closedir(d);
         return removed;
 }
 
-static int remove_stale_once(const struct cgroup_root *root, const char *prefix, unsigned *busy)
+int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsigned *ret_left)
 {
+        unsigned left = 0;
         int removed = 0, r;
 
-        if (root->version == CGROUP_V2 && root->v2_parent)
-                return remove_stale_in(root->v2_parent, prefix, busy);
-        if (root->version != CGROUP_V1)
-                return 0;
-        for (int c = 0; c < CG1_COUNT; c++) {
-                if (!root->v1_parent[c])
+        if (!root || !prefix || !*prefix)
+                return -EINVAL;
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                const char *parent = root_parent(root, i);
+
+                if (!parent)
                         continue;
-                r = remove_stale_in(root->v1_parent[c], prefix, busy);
-                if (r > 0)
-                        removed += r;
-        }
-        return removed;
-}
-
-int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix)
-{
-        unsigned busy = 0;
-
-        if (!prefix || !*prefix)
-                return -EINVAL;
-        return remove_stale_once(root, prefix, &busy);
-}
-
-int cgroup_remove_stale_wait(const struct cgroup_root *root, const char *prefix,
-                             unsigned timeout_ms)
-{
-        int removed = 0;
-
-        if (!prefix || !*prefix)
-                return -EINVAL;
-        for (unsigned waited = 0;; waited += 20) {
-                unsigned busy = 0;
-                int r = remove_stale_once(root, prefix, &busy);
+                r = reap_in(root, parent, prefix, &left);
                 if (r < 0)
-                        return removed > 0 ? removed : r;
+                        return r;
                 removed += r;
-                if (busy == 0 || waited >= timeout_ms)
-                        return removed;
-                (void) usleep(20000);
         }
+        if (ret_left)
+                *ret_left = left;
+        return removed;
 }

@@ -13,7 +13,9 @@
  *    optional). Creating under the caller's own cgroup keeps sandboxes inside any cap that
  *    contains the caller, such as the test suite's outer cap.
  * An explicit parent path (AIRLOCK_CGROUP_PARENT, relative to each hierarchy's mount) overrides
- * the caller's cgroup. */
+ * the caller's cgroup. A daemon then adds a cgroup of its own below that parent
+ * (cgroup_root_enter()) and makes its sandboxes there, so that sweeping its leftovers never
+ * touches another daemon's sandboxes: cgroup v1 shares each controller's tree host-wide. */
 #pragma once
 
 #include "base/error.h"
@@ -72,6 +74,20 @@ int cgroup_probe(const char *proc_root, const char *parent_override, struct cgro
                  struct airlock_error *err);
 void cgroup_root_done(struct cgroup_root *root);
 
+/* Makes the cgroup `name` (a single path component) below each of base's parent directories,
+ * or reuses it where it exists, and fills ret_scoped with a root whose parents are those
+ * cgroups (on v2 with memory, pids and, where offered, cpu enabled for its children). A daemon
+ * creates its sandboxes through such a root, so that what it makes, and what
+ * cgroup_reap_stale() on that root sees, is its own alone. Returns 0, -EINVAL for a bad name,
+ * -EOPNOTSUPP without a hierarchy, or -errno with err set. Release with cgroup_root_done(). */
+int cgroup_root_enter(const struct cgroup_root *base, const char *name,
+                      struct cgroup_root *ret_scoped, struct airlock_error *err);
+
+/* Removes the parent directories of a root made by cgroup_root_enter(), each only if it is
+ * empty (the kernel refuses otherwise). Returns 0 (also when they are gone already), or the
+ * first -errno (-EBUSY or -ENOTEMPTY while cgroups are left in one). */
+int cgroup_root_remove(const struct cgroup_root *scoped);
+
 /* Creates the cgroup `name` (a single path component) under root and applies limits.
  * Returns 0, -EEXIST if it exists already, -EINVAL for a bad name, or -errno with err set.
  * Caller frees with cgroup_free() after cgroup_destroy(). */
@@ -116,14 +132,9 @@ struct cgroup *cgroup_free(struct cgroup *cg);
 /* Human-readable description of the layout, e.g. "v1 (memory, pids, cpu, cpuacct, freezer)". */
 const char *cgroup_version_name(enum cgroup_version version);
 
-/* Removes empty cgroups whose names start with prefix under root's parent(s): those a crashed
- * daemon could not remove. A cgroup that still has processes cannot be removed (rmdir answers
- * EBUSY), so a live sandbox of another process is never touched. Returns how many were removed,
- * or -errno. */
-int cgroup_remove_stale(const struct cgroup_root *root, const char *prefix);
-
-/* The same, waiting up to timeout_ms for cgroups that still hold processes to empty: right
- * after a daemon was killed, its sandboxes take a moment to die. A cgroup of another live
- * daemon stays busy and is left alone after the wait. */
-int cgroup_remove_stale_wait(const struct cgroup_root *root, const char *prefix,
-                             unsigned timeout_ms);
+/* Kills every process in the cgroups below root whose names start with prefix and removes
+ * those cgroups, in every hierarchy: what a crashed daemon left, whose sandboxes may not have
+ * died yet. Call it only on a root of one's own (see cgroup_root_enter()) that no other live
+ * process uses, never on a parent shared with other daemons or CLIs. Returns how many were
+ * removed and, in *ret_left (may be NULL), how many could not be; or -errno. */
+int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsigned *ret_left);

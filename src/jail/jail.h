@@ -71,6 +71,11 @@ struct jail_config {
          * each session applies those layers itself before any user code (see
          * src/runner/zygote.c). It never runs user code. */
         unsigned zygote_slots;
+        /* runner_path is already a copy private to an enclosing sandbox (a zygote's, for its
+         * sessions) and is bound as it is. Otherwise the runner is copied into a tmpfs of this
+         * sandbox: a bind of the host file would show its host path in /proc/self/mountinfo
+         * (the mount's root is the file's path within its filesystem). */
+        bool runner_is_private;
 };
 
 #define JAIL_ZYGOTE_SLOTS_MAX 4096u

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -175,6 +176,46 @@ static int build_etc(const struct jail_features *f, const char *rootfs)
         return 0;
 }
 
+/* Copies the runner (runner_fd, open for reading) into a tmpfs of its own at dir, as dir/runner,
+ * and makes that tmpfs read-only. The copy costs one in-kernel copy of the binary (a few hundred
+ * KiB) per sandbox built from the host; a zygote's sessions bind the zygote's copy instead. */
+static int copy_runner(const struct jail_features *f, int runner_fd, const char *dir)
+{
+        _cleanup_close_ int out = -EBADF;
+        char path[4096], opts[128];
+        struct stat st;
+        off_t offset = 0;
+        int r;
+
+        if (fstat(runner_fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EACCES;
+        /* Room for the file's pages and nothing more: nothing else is ever written there. */
+        P(opts, "mode=0755,size=%llu,nr_inodes=4",
+          (unsigned long long) st.st_size + 4 * (unsigned long long) sysconf(_SC_PAGESIZE));
+        if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return -errno;
+        P(path, "%s/runner", dir);
+        out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0555);
+        if (out < 0)
+                return -errno;
+        while (offset < st.st_size) {
+                ssize_t n = sendfile(out, runner_fd, &offset, (size_t) (st.st_size - offset));
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -EIO; /* the file shrank under us */
+        }
+        r = close(TAKE_FD(out));
+        if (r < 0)
+                return -errno;
+        return make_readonly(f, dir, false);
+}
+
 static int build_dev(const struct jail_config *cfg)
 {
         char src[64], dst[4096], opts[128];
@@ -233,7 +274,8 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         if (rootfs_fd < 0)
                 return -errno;
         *ret_step = "open the runner";
-        runner_fd = open(cfg->runner_path, O_PATH | O_CLOEXEC);
+        runner_fd = open(cfg->runner_path,
+                         (cfg->runner_is_private ? O_PATH : O_RDONLY | O_NOCTTY) | O_CLOEXEC);
         if (runner_fd < 0)
                 return -errno;
         P(rootfs, "/proc/self/fd/%d", rootfs_fd);
@@ -289,15 +331,20 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         if (mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 return -errno;
 
-        *ret_step = "bind the runner";
+        *ret_step = cfg->runner_is_private ? "bind the runner" : "copy the runner";
         P(dst, "%s/.airlock", JAIL_NEWROOT);
         if (mkdir(dst, 0755) < 0)
                 return -errno;
-        P(dst, "%s%s", JAIL_NEWROOT, JAIL_RUNNER_PATH);
-        r = touch(dst);
-        if (r < 0)
-                return r;
-        r = bind_readonly(f, runner, dst, false);
+        if (cfg->runner_is_private) {
+                /* The enclosing sandbox's copy: its path within that tmpfs is "/runner". */
+                P(dst, "%s%s", JAIL_NEWROOT, JAIL_RUNNER_PATH);
+                r = touch(dst);
+                if (r < 0)
+                        return r;
+                r = bind_readonly(f, runner, dst, false);
+        } else {
+                r = copy_runner(f, runner_fd, dst);
+        }
         if (r < 0)
                 return r;
 

@@ -97,6 +97,7 @@ static void session_child(json_t *req, int ctl, int out, int err, int status, in
         struct jail_config cfg = {
                 .rootfs = "/",
                 .runner_path = JAIL_RUNNER_PATH,
+                .runner_is_private = true,
                 .workspace_bytes = json_u64(req, "workspace_bytes", 256u << 20),
                 .tmp_bytes = json_u64(req, "tmp_bytes", 64u << 20),
                 .pids = (uint32_t) json_u64(req, "pids", 256),

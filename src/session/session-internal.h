@@ -75,6 +75,31 @@ json_t *profile_imports_json(const struct profile *p);
 json_t *profile_preload_json(const struct profile *p);
 int fcntl_nonblock(int fd);
 
+/* The cgroups of one session manager (scope.c): a parent "airlock-d-<id>" of its own in each
+ * hierarchy, below which every sandbox of the manager gets its cgroup. With a state directory
+ * the id is kept in <state_dir>/cgroup-id, so that the next daemon there sweeps what a crashed
+ * one left; without one it is random. Another daemon's cgroups are never below it. */
+#define SCOPE_NAME_PREFIX "airlock-d-"
+#define SCOPE_ID_LEN 32
+struct scope {
+        /* The caller's features with cgroups moved into the scope: pass these to the jail. */
+        struct jail_features features;
+        char name[sizeof(SCOPE_NAME_PREFIX) + SCOPE_ID_LEN];
+        int lock_fd;     /* flock on <state_dir>/cgroup-id, held for our lifetime; or -EBADF */
+        bool is_owner;   /* no other live daemon on the state directory: we sweep and remove */
+        bool is_lasting; /* kept in a state directory, so leftovers of a predecessor may exist */
+};
+/* Makes (or finds) the scope and its cgroups. Returns 0 or -errno with err set (a malformed or
+ * foreign id file, a cgroup that cannot be made). Release with scope_close(), also after a
+ * failure. */
+int scope_open(const struct jail_features *f, const char *state_dir, struct scope *ret_scope,
+               struct airlock_error *err);
+/* Kills what is left below the scope (a crashed predecessor's sandboxes) and removes their
+ * cgroups, when no other live daemon uses the state directory. Returns how many, or -errno. */
+int scope_sweep(struct scope *s);
+/* Removes the scope's cgroups if they are empty and releases everything. Idempotent. */
+void scope_close(struct scope *s);
+
 /* The session store (store.c): SQLite in the state directory. Every function accepts a NULL
  * store and then does nothing (or returns NULL / an empty array). A row is the object
  * {id, profile, created_at, state: "live"|"stopped", stopped_at, delete_at, info} (times in

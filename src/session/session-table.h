@@ -6,6 +6,7 @@
 #include "session.h"
 
 #include "profile/profile.h"
+#include "session-internal.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -94,6 +95,8 @@ struct session_manager {
         bool worker_started;
         uint64_t next_deletion_scan_ns;
         struct store *store; /* NULL without a state directory */
+        /* The cgroup parent of every sandbox of ours; cfg.features points at scope.features. */
+        struct scope scope;
         /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and
          * remove their cgroups: requests never wait for that. */
         pthread_mutex_t grave_lock;

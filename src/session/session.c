@@ -569,6 +569,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         mgr = calloc(1, sizeof(*mgr));
         if (!mgr)
                 return -ENOMEM;
+        mgr->scope.lock_fd = -EBADF;
         mgr->cfg = *cfg;
         if (!mgr->cfg.max_sessions)
                 mgr->cfg.max_sessions = DEFAULT_MAX_SESSIONS;
@@ -605,13 +606,19 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 (void) store_prune(mgr->store, STORE_KEEP_S);
         }
 
-        /* Cgroups a crashed daemon left behind (empty ones only: rmdir refuses the others). */
-        if (cfg->features->cgroups.version != CGROUP_NONE) {
-                int m = cgroup_remove_stale_wait(&cfg->features->cgroups, "airlock-zygote-", 2000);
-                int n = cgroup_remove_stale_wait(&cfg->features->cgroups, "airlock-s-", 2000);
-                if (n > 0 || m > 0)
-                        log_info("msg=\"removed %d stale cgroups left by an earlier daemon\"",
-                                 (n > 0 ? n : 0) + (m > 0 ? m : 0));
+        /* Every sandbox's cgroup goes below a cgroup of this daemon's own, and only there
+         * does it remove what a crashed daemon on the same state directory left. */
+        r = scope_open(cfg->features, cfg->state_dir, &mgr->scope, err);
+        if (r < 0) {
+                session_manager_free(mgr);
+                return r;
+        }
+        mgr->cfg.features = &mgr->scope.features;
+        if (mgr->scope.features.cgroups.version != CGROUP_NONE) {
+                int n = scope_sweep(&mgr->scope);
+                log_info("msg=\"sandbox cgroups go below '%s'\"", mgr->scope.name);
+                if (n > 0)
+                        log_info("msg=\"removed %d stale cgroups left by an earlier daemon\"", n);
         }
 
         names = cfg->pool_profiles ? cfg->pool_profiles : default_pool;
@@ -709,6 +716,7 @@ void session_manager_free(struct session_manager *mgr)
         }
         free(mgr->runner_path);
         store_close(mgr->store);
+        scope_close(&mgr->scope);
         free(mgr->profiles);
         free(mgr->sessions);
         free(mgr->grave);

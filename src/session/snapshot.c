@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/mount.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,11 +199,27 @@ int snapshot_save_files(const char *state_dir, const char *id, struct sandbox *s
 
 int snapshot_open_state(const char *state_dir, const char *id)
 {
+        _cleanup_close_ int tree = -EBADF;
         char path[4096];
         int fd;
 
-        (void) snprintf(path, sizeof(path), "%s/sessions/%s/" STATE_FILE, state_dir, id);
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        /* The fd goes to a runner, whose code can read /proc/self/fd while the state loads
+         * (unpickling runs the session's own __reduce__). Opened through a private, detached
+         * copy of the session directory's mount, the file's path there ends at that copy's
+         * root: "/python.state", and nothing of where the state directory lives. Without the
+         * privilege to clone a mount (a daemon not run as root, which then only offers the
+         * process and none modes, where the runner sees the host anyway) it is opened as is. */
+        (void) snprintf(path, sizeof(path), "%s/sessions/%s", state_dir, id);
+        tree = (int) syscall(SYS_open_tree, AT_FDCWD, path,
+                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (tree < 0 && errno != EPERM && errno != ENOSYS)
+                return -errno;
+        if (tree >= 0) {
+                fd = openat(tree, STATE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        } else {
+                (void) snprintf(path, sizeof(path), "%s/sessions/%s/" STATE_FILE, state_dir, id);
+                fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        }
         return fd < 0 ? -errno : fd;
 }
 

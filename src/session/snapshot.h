@@ -38,7 +38,8 @@ int snapshot_load(const char *state_dir, const char *id, struct sandbox *sb, con
                   json_t **ret_report, struct airlock_error *err);
 
 /* Opens the saved variables for reading (a new open file description each call, so that
- * several sandboxes can read at once). Returns an fd or -errno. */
+ * several sandboxes can read at once), through a detached copy of the session directory's mount
+ * so that the fd's path shows nothing of the host ("/python.state"). Returns an fd or -errno. */
 int snapshot_open_state(const char *state_dir, const char *id);
 
 /* Removes everything saved of a session. Returns 0 or -errno (-ENOENT when nothing was). */

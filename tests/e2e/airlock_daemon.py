@@ -8,7 +8,8 @@ tests/hostile/conftest.py when AIRLOCK_HOSTILE_VIA=daemon.
 What "nothing behind" means here: the daemon exits 0 after SIGTERM; every process that was ever
 seen as its descendant is gone; no cgroup directory of its sessions or zygotes remains
 (airlock-s-<id> for every session id the daemon logged, airlock-* cgroups its descendants
-were seen in); the unix socket, if any, is removed. Other daemons may run on this machine at
+were seen in), nor the daemon's own cgroup that holds them (airlock-d-<id>, named in its log,
+see docs/SECURITY.md "Cgroups of other daemons"); the unix socket, if any, is removed. Other daemons may run on this machine at
 the same time (other engineers' tests and benchmarks), so only what can be attributed to this
 daemon is ever checked, and only processes this module started are ever signalled.
 """
@@ -33,6 +34,7 @@ AIRLOCK = os.environ.get("AIRLOCK_BIN") or str(ROOT / "build" / "src" / "cli" / 
 
 LISTENING_RE = re.compile(r"airlock: listening on (?:http://(\S+):(\d+)|unix:(\S+))")
 SESSION_ID_RE = re.compile(r"\bs-[0-9a-f]{24}\b")
+CGROUP_SCOPE_RE = re.compile(r"sandbox cgroups go below '(airlock-d-[0-9a-f]{32})'")
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
@@ -349,6 +351,13 @@ class Daemon:
     def known_cgroup_names(self):
         return ({f"airlock-{i}" for i in self.session_ids()} | set(self.seen_cgroups))
 
+    def cgroup_scope(self):
+        """The name of the cgroup below which this daemon makes its sandboxes' (one per
+        hierarchy; shared with the daemons before and after it on the same state directory),
+        or None if it did not say."""
+        m = CGROUP_SCOPE_RE.search(self.log_text())
+        return m.group(1) if m else None
+
     def leftovers(self, names=None, pids=None):
         """Processes and cgroups attributable to this daemon that still exist."""
         problems = []
@@ -408,6 +417,10 @@ class Daemon:
         if self.unix_path and os.path.lexists(self.unix_path):
             problems.append(f"the unix socket {self.unix_path} was not removed")
         problems += self.wait_no_leftovers()
+        scope = self.cgroup_scope()
+        if rc == 0 and scope and not problems:
+            left = self.wait_no_leftovers(names={scope}, pids={})
+            problems += [f"the daemon's own {p}" for p in left]
         if problems:
             problems.append("daemon log (tail):\n" + self.log_text()[-4000:])
             self._kill_everything()
@@ -452,11 +465,15 @@ class Daemon:
                 pass
 
     def _remove_empty_cgroups(self):
-        for d in sorted(cgroup_dirs_named(self.known_cgroup_names()), key=len, reverse=True):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+        # The sandboxes' cgroups first, then the daemon's own that held them (a separate walk:
+        # cgroup_dirs_named() does not look below a match).
+        scope = {self.cgroup_scope()} - {None}
+        for names in (self.known_cgroup_names(), scope):
+            for d in sorted(cgroup_dirs_named(names), key=len, reverse=True):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
 
     def _cleanup_dir(self):
         if self.owns_workdir:

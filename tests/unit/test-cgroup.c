@@ -1274,15 +1274,16 @@ Test(real, pids_limit_and_raising_limits)
         real.cg = cgroup_free(real.cg);
 }
 
-/* A crashed daemon's empty cgroups are removed; anything else stays: other prefixes, files, and
- * cgroups that are not empty (a non-empty directory stands in for a busy cgroup here). */
-Test(cgroup, remove_stale_takes_only_empty_matching_dirs)
+/* A crashed daemon's cgroups are removed; anything else stays: other prefixes, files, and
+ * directories that cannot be removed (a non-empty directory stands in for one here). */
+Test(cgroup, reap_stale_takes_only_matching_dirs)
 {
         char tmpl[] = "/tmp/airlock-test-stale-XXXXXX";
         char *dir = mkdtemp(tmpl);
         char path[512];
         struct cgroup_root root = { .version = CGROUP_V2 };
         struct stat st;
+        unsigned left = 0;
         int fd;
 
         cr_assert_not_null(dir);
@@ -1302,7 +1303,8 @@ Test(cgroup, remove_stale_takes_only_empty_matching_dirs)
         cr_assert_geq(fd, 0);
         close(fd);
 
-        cr_assert_eq(cgroup_remove_stale(&root, "airlock-s-"), 1);
+        cr_assert_eq(cgroup_reap_stale(&root, "airlock-s-", &left), 1);
+        cr_assert_eq(left, 1, "the stand-in for a cgroup that stays counts as left");
         (void) snprintf(path, sizeof(path), "%s/airlock-s-dead", dir);
         cr_assert_eq(stat(path, &st), -1, "the empty stale cgroup must be gone");
         (void) snprintf(path, sizeof(path), "%s/airlock-s-busy", dir);
@@ -1311,8 +1313,204 @@ Test(cgroup, remove_stale_takes_only_empty_matching_dirs)
         cr_assert_eq(stat(path, &st), 0, "another prefix must stay");
         (void) snprintf(path, sizeof(path), "%s/airlock-s-file", dir);
         cr_assert_eq(stat(path, &st), 0, "a file must stay");
-        cr_assert_eq(cgroup_remove_stale(&root, ""), -EINVAL);
+        cr_assert_eq(cgroup_reap_stale(&root, "", NULL), -EINVAL);
 
         (void) snprintf(path, sizeof(path), "rm -rf '%s'", dir);
         cr_assert_eq(system(path), 0);
+}
+
+/* A daemon's own cgroup (cgroup_root_enter): made below each hierarchy's parent, reused when it
+ * exists, and the sweep through it sees its children alone, never its siblings (the cgroups of
+ * other daemons next to it). */
+Test(cgroup, enter_v1_scopes_every_hierarchy, .init = tmp_setup, .fini = tmp_teardown)
+{
+        struct cgroup_root base = { .version = CGROUP_V1 };
+        struct cgroup_root scoped = { 0 };
+        struct airlock_error err = { "" };
+        int r;
+
+        mkdir_p(at("v1/memory/own"));
+        mkdir_p(at("v1/pids"));
+        mkdir_p(at("v1/cpu,cpuacct"));
+        base.v1_parent[CG1_MEMORY] = strdup(at("v1/memory/own"));
+        base.v1_parent[CG1_PIDS] = strdup(at("v1/pids"));
+        base.v1_parent[CG1_CPU] = strdup(at("v1/cpu,cpuacct"));
+        base.v1_parent[CG1_CPUACCT] = strdup(at("v1/cpu,cpuacct"));
+
+        r = cgroup_root_enter(&base, "airlock-d-ab12", &scoped, &err);
+        cr_assert_eq(r, 0, "enter: %d %s", r, err.msg);
+        cr_assert_eq(scoped.version, CGROUP_V1);
+        cr_assert_str_eq(scoped.v1_parent[CG1_MEMORY], at("v1/memory/own/airlock-d-ab12"));
+        cr_assert_str_eq(scoped.v1_parent[CG1_PIDS], at("v1/pids/airlock-d-ab12"));
+        cr_assert_str_eq(scoped.v1_parent[CG1_CPUACCT], at("v1/cpu,cpuacct/airlock-d-ab12"));
+        cr_assert_null(scoped.v1_parent[CG1_FREEZER]);
+        cr_assert(exists(at("v1/pids/airlock-d-ab12")));
+        cr_assert(exists(at("v1/cpu,cpuacct/airlock-d-ab12")));
+        cgroup_root_done(&scoped);
+
+        /* A restarted daemon finds its own again. */
+        r = cgroup_root_enter(&base, "airlock-d-ab12", &scoped, &err);
+        cr_assert_eq(r, 0, "enter again: %d %s", r, err.msg);
+
+        /* Its leftovers go; another daemon's empty cgroup next to it stays. */
+        mkdir_p(at("v1/pids/airlock-d-ab12/airlock-s-mine"));
+        mkdir_p(at("v1/pids/airlock-s-theirs"));
+        mkdir_p(at("v1/pids/airlock-d-cd34/airlock-s-theirs"));
+        cr_assert_eq(cgroup_reap_stale(&scoped, "airlock-", NULL), 1);
+        cr_assert_not(exists(at("v1/pids/airlock-d-ab12/airlock-s-mine")));
+        cr_assert(exists(at("v1/pids/airlock-s-theirs")));
+        cr_assert(exists(at("v1/pids/airlock-d-cd34/airlock-s-theirs")));
+
+        /* Removed when empty, refused while a child is left. */
+        mkdir_p(at("v1/pids/airlock-d-ab12/airlock-s-busy"));
+        cr_assert_lt(cgroup_root_remove(&scoped), 0);
+        cr_assert(exists(at("v1/pids/airlock-d-ab12")));
+        cr_assert_eq(rmdir(at("v1/pids/airlock-d-ab12/airlock-s-busy")), 0);
+        cr_assert_eq(cgroup_root_remove(&scoped), 0);
+        cr_assert_not(exists(at("v1/pids/airlock-d-ab12")));
+        cr_assert_not(exists(at("v1/memory/own/airlock-d-ab12")));
+        cr_assert_not(exists(at("v1/cpu,cpuacct/airlock-d-ab12")));
+        cr_assert_eq(cgroup_root_remove(&scoped), 0, "a second removal finds nothing to do");
+
+        cgroup_root_done(&scoped);
+        cgroup_root_done(&base);
+}
+
+/* On v2 the daemon's cgroup hands its children the controllers it received. */
+Test(cgroup, enter_v2_enables_controllers, .init = tmp_setup, .fini = tmp_teardown)
+{
+        struct cgroup_root base = { .version = CGROUP_V2 };
+        struct cgroup_root scoped = { 0 };
+        struct airlock_error err = { "" };
+        int r;
+
+        base.v2_parent = strdup(at("unified/airlock"));
+        put(at("unified/airlock/airlock-d-ab12/cgroup.controllers"), "cpu memory pids\n");
+        put(at("unified/airlock/airlock-d-ab12/cgroup.subtree_control"), "");
+
+        r = cgroup_root_enter(&base, "airlock-d-ab12", &scoped, &err);
+        cr_assert_eq(r, 0, "enter: %d %s", r, err.msg);
+        cr_assert_str_eq(scoped.v2_parent, at("unified/airlock/airlock-d-ab12"));
+        cr_assert_str_eq(get(at("unified/airlock/airlock-d-ab12/cgroup.subtree_control")),
+                         "+memory +pids +cpu");
+        cgroup_root_done(&scoped);
+
+        cr_assert_eq(cgroup_root_enter(&base, "../escape", &scoped, &err), -EINVAL);
+        cr_assert_eq(cgroup_root_enter(&base, "a/b", &scoped, &err), -EINVAL);
+        cr_assert_not(exists(at("unified/escape")));
+        cgroup_root_done(&base);
+}
+
+/* The same against this host's kernel: a cgroup made through the daemon's own lives inside it,
+ * and both are gone afterwards. */
+static struct cgroup_root real_scoped;
+
+static void real_scope_teardown(void)
+{
+        if (real.child > 0) {
+                (void) kill(real.child, SIGKILL);
+                (void) wait_bounded(real.child, NULL);
+                real.child = 0;
+        }
+        if (real.cg) {
+                (void) cgroup_kill_all(real.cg);
+                (void) cgroup_destroy(real.cg);
+                real.cg = cgroup_free(real.cg);
+        }
+        if (real_scoped.version != CGROUP_NONE) {
+                (void) cgroup_reap_stale(&real_scoped, "airlock-test-", NULL);
+                (void) cgroup_root_remove(&real_scoped);
+        }
+        cgroup_root_done(&real_scoped);
+        real_teardown();
+}
+
+/* The scoped directory of hierarchy i, or NULL. */
+static const char *scoped_parent(const struct cgroup_root *root, size_t i)
+{
+        if (root->version == CGROUP_V2)
+                return i == 0 ? root->v2_parent : NULL;
+        return root->v1_parent[i];
+}
+
+Test(realscope, cgroups_live_inside_the_daemons_own, .fini = real_scope_teardown, .timeout = 60)
+{
+        struct cgroup_limits lim = { .memory_max = 64ULL << 20, .pids_max = 16 };
+        struct airlock_error err = { "" };
+        char scope[64], name[64];
+        int r;
+
+        real_probe();
+        (void) snprintf(scope, sizeof(scope), "airlock-d-test-%d", (int) getpid());
+        (void) snprintf(name, sizeof(name), "airlock-test-scoped-%d", (int) getpid());
+        r = cgroup_root_enter(&real.root, scope, &real_scoped, &err);
+        cr_assert_eq(r, 0, "enter: %d %s", r, err.msg);
+        r = cgroup_create(&real_scoped, name, &lim, &real.cg, &err);
+        cr_assert_eq(r, 0, "create: %d %s", r, err.msg);
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                const char *base = scoped_parent(&real.root, i);
+                const char *inside = scoped_parent(&real_scoped, i);
+                _cleanup_free_ char *want = base ? fmt("%s/%s", base, scope) : NULL;
+                _cleanup_free_ char *dir = inside ? fmt("%s/%s", inside, name) : NULL;
+
+                cr_assert_eq(!inside, !base);
+                if (!inside)
+                        continue;
+                cr_assert_str_eq(inside, want);
+                cr_assert(exists(dir), "%s missing", dir);
+        }
+        cr_assert_lt(cgroup_root_remove(&real_scoped), 0, "removed while a cgroup is inside");
+        cr_assert_eq(cgroup_destroy(real.cg), 0);
+        real.cg = cgroup_free(real.cg);
+        cr_assert_eq(cgroup_root_remove(&real_scoped), 0);
+        for (size_t i = 0; i < CG1_COUNT; i++)
+                if (scoped_parent(&real_scoped, i))
+                        cr_assert_not(exists(scoped_parent(&real_scoped, i)), "%s left",
+                                      scoped_parent(&real_scoped, i));
+}
+
+/* What a crashed daemon left below its cgroup, processes included, is killed and removed by the
+ * next one: its sandboxes would die only once the crashed daemon's exit got that far. */
+Test(realscope, reap_kills_what_a_crashed_daemon_left, .fini = real_scope_teardown, .timeout = 60)
+{
+        struct cgroup_limits lim = { .pids_max = 16 };
+        struct airlock_error err = { "" };
+        char scope[64], name[64];
+        unsigned left = 99;
+        int status = 0;
+        int r;
+
+        real_probe();
+        (void) snprintf(scope, sizeof(scope), "airlock-d-test-%d", (int) getpid());
+        (void) snprintf(name, sizeof(name), "airlock-test-left-%d", (int) getpid());
+        r = cgroup_root_enter(&real.root, scope, &real_scoped, &err);
+        cr_assert_eq(r, 0, "enter: %d %s", r, err.msg);
+        r = cgroup_create(&real_scoped, name, &lim, &real.cg, &err);
+        cr_assert_eq(r, 0, "create: %d %s", r, err.msg);
+        real.child = fork();
+        cr_assert_geq(real.child, 0);
+        if (real.child == 0) {
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                for (;;)
+                        pause();
+        }
+        cr_assert_eq(cgroup_attach(real.cg, real.child), 0);
+        /* The "crash": the handle goes, the cgroup and its process stay. */
+        real.cg = cgroup_free(real.cg);
+
+        r = cgroup_reap_stale(&real_scoped, "airlock-test-", &left);
+        cr_assert_eq(r, 1, "reap: %d", r);
+        cr_assert_eq(left, 0);
+        cr_assert_eq(wait_bounded(real.child, &status), real.child, "the process was not killed");
+        real.child = 0;
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+        for (size_t i = 0; i < CG1_COUNT; i++) {
+                _cleanup_free_ char *dir =
+                        scoped_parent(&real_scoped, i)
+                                ? fmt("%s/%s", scoped_parent(&real_scoped, i), name)
+                                : NULL;
+                if (dir)
+                        cr_assert_not(exists(dir), "%s left", dir);
+        }
+        cr_assert_eq(cgroup_root_remove(&real_scoped), 0);
 }
