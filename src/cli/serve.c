@@ -49,6 +49,9 @@ static const char serve_help[] =
         "                          was quiet this long, so a crash loses less (default\n"
         "                          30s, 0 = never)\n"
         "      --max-stopped-bytes N  disk one stopped session may use (default 1G)\n"
+        "      --max-session-memory N  memory of all sessions together, their files in\n"
+        "                          /work included (e.g. 16G; default: no cap beyond each\n"
+        "                          profile's own)\n"
         "      --idle-timeout S    the old name of --stop-after\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
         "\n"
@@ -103,6 +106,7 @@ struct serve_args {
         uint64_t delete_after_ms;
         uint64_t checkpoint_after_ms;
         uint64_t max_stopped_bytes;
+        uint64_t max_session_memory;
         unsigned max_connections, max_connections_per_client;
         uint64_t request_timeout_ms, keepalive_timeout_ms;
         const char *llm_base_url, *llm_model, *llm_api_key;
@@ -140,6 +144,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_DELETE_AFTER,
                 OPT_CHECKPOINT_AFTER,
                 OPT_MAX_STOPPED_BYTES,
+                OPT_MAX_SESSION_MEMORY,
                 OPT_ALLOW_HOST,
                 OPT_MAX_CONNECTIONS,
                 OPT_MAX_CONNECTIONS_PER_CLIENT,
@@ -163,6 +168,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "delete-after", required_argument, NULL, OPT_DELETE_AFTER },
                 { "checkpoint-after", required_argument, NULL, OPT_CHECKPOINT_AFTER },
                 { "max-stopped-bytes", required_argument, NULL, OPT_MAX_STOPPED_BYTES },
+                { "max-session-memory", required_argument, NULL, OPT_MAX_SESSION_MEMORY },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
                 { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
                 { "max-connections-per-client", required_argument, NULL,
@@ -225,6 +231,16 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 fprintf(stderr,
                                         "airlock serve: --max-stopped-bytes '%s' is not a size "
                                         "of at least 1M (e.g. 512M, 2G)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_MAX_SESSION_MEMORY:
+                        if (parse_size(optarg, &a->max_session_memory) < 0 ||
+                            a->max_session_memory < (64u << 20)) {
+                                fprintf(stderr,
+                                        "airlock serve: --max-session-memory '%s' is not a size "
+                                        "of at least 64M (e.g. 16G)\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -441,6 +457,7 @@ int cmd_serve(int argc, char **argv)
                                                   .delete_after_ms = a.delete_after_ms,
                                                   .checkpoint_after_ms = a.checkpoint_after_ms,
                                                   .max_stopped_bytes = a.max_stopped_bytes,
+                                                  .max_session_memory = a.max_session_memory,
                                                   .interrupt_grace_ms = 2000,
                                                   .state_dir = state_dir },
                 &mgr, &err);

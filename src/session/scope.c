@@ -223,3 +223,64 @@ void scope_close(struct scope *s)
                 (void) close(s->lock_fd);
         s->lock_fd = -EBADF;
 }
+
+/* The scope's directories, opened: for v1 indexed by controller (-EBADF where absent), for v2
+ * in [0]. Returns 0 or -errno; close with close_fds(). */
+static int open_fds(const struct scope *s, int fds[CG1_COUNT])
+{
+        const struct cgroup_root *root = &s->features.cgroups;
+
+        for (int c = 0; c < CG1_COUNT; c++)
+                fds[c] = -EBADF;
+        if (root->version == CGROUP_V2) {
+                fds[0] = open(root->v2_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                return fds[0] < 0 ? -errno : 0;
+        }
+        for (int c = 0; c < CG1_COUNT; c++)
+                if (root->v1_parent[c])
+                        fds[c] = open(root->v1_parent[c], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fds[CG1_MEMORY] < 0 ? -ENOENT : 0;
+}
+
+static void close_fds(int fds[CG1_COUNT])
+{
+        for (int c = 0; c < CG1_COUNT; c++)
+                fds[c] = safe_close_fd(fds[c]);
+}
+
+int scope_limit_memory(struct scope *s, uint64_t bytes, struct airlock_error *err)
+{
+        int fds[CG1_COUNT], r;
+
+        if (s->features.cgroups.version == CGROUP_NONE)
+                return airlock_error_set(err, -EOPNOTSUPP,
+                                         "a memory limit for all sessions needs cgroups, and "
+                                         "this host gives airlock none");
+        r = open_fds(s, fds);
+        if (r < 0) {
+                close_fds(fds);
+                return airlock_error_set(err, r, "cannot open the cgroup '%s': %s", s->name,
+                                         strerror(-r));
+        }
+        r = cgroup_apply_limits(s->features.cgroups.version, fds,
+                                &(struct cgroup_limits){ .memory_max = bytes }, err);
+        close_fds(fds);
+        return r;
+}
+
+int scope_memory_usage(struct scope *s, uint64_t *ret_bytes)
+{
+        struct cgroup_usage u;
+        int fds[CG1_COUNT], r;
+
+        if (s->features.cgroups.version == CGROUP_NONE)
+                return -EOPNOTSUPP;
+        r = open_fds(s, fds);
+        if (r >= 0)
+                r = cgroup_read_usage_at(s->features.cgroups.version, fds, &u);
+        close_fds(fds);
+        if (r < 0)
+                return r;
+        *ret_bytes = u.memory_current;
+        return 0;
+}

@@ -99,6 +99,12 @@ int scope_open(const struct jail_features *f, const char *state_dir, struct scop
 int scope_sweep(struct scope *s);
 /* Removes the scope's cgroups if they are empty and releases everything. Idempotent. */
 void scope_close(struct scope *s);
+/* Caps the memory of every sandbox of the scope together (the kernel's limit on the scope's
+ * own cgroup: past it, the OOM killer picks within the scope). Returns 0 or -errno with err
+ * set. */
+int scope_limit_memory(struct scope *s, uint64_t bytes, struct airlock_error *err);
+/* The memory every sandbox of the scope holds now. Returns 0 or -errno. */
+int scope_memory_usage(struct scope *s, uint64_t *ret_bytes);
 
 /* The session store (store.c): SQLite in the state directory. Every function accepts a NULL
  * store and then does nothing (or returns NULL / an empty array). A row is the object

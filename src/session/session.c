@@ -614,6 +614,13 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 return r;
         }
         mgr->cfg.features = &mgr->scope.features;
+        if (cfg->max_session_memory) {
+                r = scope_limit_memory(&mgr->scope, cfg->max_session_memory, err);
+                if (r < 0) {
+                        session_manager_free(mgr);
+                        return r;
+                }
+        }
         if (mgr->scope.features.cgroups.version != CGROUP_NONE) {
                 int n = scope_sweep(&mgr->scope);
                 log_info("msg=\"sandbox cgroups go below '%s'\"", mgr->scope.name);
@@ -1266,6 +1273,7 @@ static int with_sandbox(struct session *s, bool changes,
 }
 
 struct file_args {
+        struct session_manager *mgr;
         const char *path;
         size_t max_bytes;
         char **ret_data;
@@ -1293,9 +1301,24 @@ static int do_open(struct sandbox *sb, bool busy, void *arg, struct airlock_erro
         return sandbox_file_open(sb, a->path, a->max_bytes, a->ret_fd, a->ret_size, err);
 }
 
+/* Headroom kept below --max-session-memory by an upload, as below a session's own limit. */
+#define WRITE_SCOPE_HEADROOM (16u << 20)
+
 static int do_write(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
 {
         struct file_args *a = arg;
+        uint64_t max = a->mgr->cfg.max_session_memory, used;
+
+        /* Every session's files and memory together: refuse rather than have the kernel pick
+         * some session to kill. */
+        if (max && scope_memory_usage(&a->mgr->scope, &used) >= 0 &&
+            used + a->len + WRITE_SCOPE_HEADROOM > max)
+                return airlock_error_set(err, -ENOSPC,
+                                         "'%s' (%zu bytes) does not fit in the memory all "
+                                         "sessions may use together: %llu of %llu bytes are in "
+                                         "use (--max-session-memory)",
+                                         a->path, a->len, (unsigned long long) used,
+                                         (unsigned long long) max);
         return sandbox_file_write(sb, a->path, a->data, a->len, busy, err);
 }
 
@@ -1334,7 +1357,7 @@ int session_file_open(struct session *s, const char *path, size_t max_bytes, int
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,
                        struct airlock_error *err)
 {
-        struct file_args a = { .path = path, .data = data, .len = len };
+        struct file_args a = { .path = path, .data = data, .len = len, .mgr = s->mgr };
         return with_sandbox(s, true, do_write, &a, err);
 }
 

@@ -36,9 +36,12 @@ struct session_manager_config {
         /* Where the session store and stopped sessions live. NULL = no store: sessions cannot
          * stop, and an idle one is ended instead. */
         const char *state_dir;
-        uint64_t delete_after_ms;         /* a stopped session is deleted this long after; 5 days */
-        uint64_t checkpoint_after_ms;     /* checkpoint a session this long quiet; 0 = never */
-        uint64_t max_stopped_bytes;       /* disk a stopped session may use; default 1 GiB */
+        uint64_t delete_after_ms;     /* a stopped session is deleted this long after; 5 days */
+        uint64_t checkpoint_after_ms; /* checkpoint a session this long quiet; 0 = never */
+        uint64_t max_stopped_bytes;   /* disk a stopped session may use; default 1 GiB */
+        /* Memory of every sandbox together (their files in /work included), a kernel limit on
+         * the daemon's own cgroup; an upload that would pass it is refused. 0 = none. */
+        uint64_t max_session_memory;
         const char *const *pool_profiles; /* profiles warm from the start; NULL = {"default"} */
 };
 

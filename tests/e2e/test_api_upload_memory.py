@@ -7,6 +7,7 @@ pin more memory than the host has. Now the session's own process writes the file
 the session's), and an upload that would not fit in the session's memory is refused with 507
 instead of being written or getting the session killed."""
 import json
+import re
 import os
 
 import pytest
@@ -89,3 +90,50 @@ def test_uploads_past_the_memory_limit_are_refused_and_the_session_lives(daemon)
         assert s["state"] in ("idle", "busy"), s
     finally:
         daemon.delete_session(sid)
+
+
+def test_all_sessions_together_are_capped_by_max_session_memory(tmp_path_factory):
+    """--max-session-memory 400M is the kernel limit of the daemon's own cgroup, and an upload
+    that would pass it is refused (507) even though each session still has room of its own."""
+    profiles = tmp_path_factory.mktemp("profiles-cap")
+    (profiles / "small.json").write_text(json.dumps({
+        "description": "192 MiB", "languages": ["python", "bash"],
+        "limits": {"memory": "192MiB", "workspace": "1GiB"}}))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AIRLOCK_") or k == "AIRLOCK_LOG"}
+    env["AIRLOCK_PROFILES_DIR"] = str(profiles)
+    d = Daemon(args=["--pool-size", "0", "--max-session-memory", "400M"], env=env)
+    d.start(wait_zygote=None)
+    sids = []
+    try:
+        m = re.search(r"sandbox cgroups go below '([^']+)'", d.log_text())
+        assert m, d.log_text()[-2000:]
+        scope = [p for p in cgroup_dirs_named({m.group(1)})
+                 if os.path.exists(os.path.join(p, "memory.max"))
+                 or os.path.exists(os.path.join(p, "memory.limit_in_bytes"))]
+        if not scope:
+            pytest.skip("no memory cgroup for the daemon on this host")
+        limit_file = next(os.path.join(scope[0], f) for f in ("memory.max",
+                                                                "memory.limit_in_bytes")
+                          if os.path.exists(os.path.join(scope[0], f)))
+        with open(limit_file) as f:
+            assert int(f.read()) == 400 * MIB
+
+        sids = [d.create_session(profile="small") for _ in range(3)]
+        refused = None
+        for i in range(9):
+            sid = sids[i % 3]
+            r = d.put(f"/v1/sessions/{sid}/files/f{i}.bin", data=bytes([i]) * (60 * MIB))
+            if r.status_code == 507:
+                refused = r.json()["error"]
+                break
+            assert r.status_code == 200, d.why(r)
+        assert refused, "nine 60 MiB uploads passed a 400 MiB cap"
+        assert "--max-session-memory" in refused, refused
+        for sid in sids:
+            assert d.get(f"/v1/sessions/{sid}").json()["state"] == "idle"
+    finally:
+        for sid in sids:
+            d.delete_session(sid)
+        rc, problems = d.stop()
+        assert not problems, problems
