@@ -742,7 +742,6 @@ static int parse_options(int argc, char **argv, struct options *o, const char **
 int main(int argc, char **argv)
 {
         const char *extra[] = { "--pool-size", "2", "--checkpoint-after", "0", NULL };
-        struct sigaction sa = { .sa_handler = on_signal };
         struct options o;
         struct bench_conn c;
         const char *bin;
@@ -758,11 +757,7 @@ int main(int argc, char **argv)
                 return 1;
         }
 
-        /* No SA_RESTART: a signal ends the wait in progress, and fail() cleans up. */
-        sigemptyset(&sa.sa_mask);
-        (void) sigaction(SIGINT, &sa, NULL);
-        (void) sigaction(SIGTERM, &sa, NULL);
-        (void) sigaction(SIGHUP, &sa, NULL);
+        bench_catch_signals(on_signal); /* a signal ends the wait in progress: fail() cleans up */
 
         if (bench_daemon_start(&bd, bin, extra) < 0)
                 return 1;

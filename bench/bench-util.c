@@ -286,6 +286,16 @@ void bench_daemon_stop(struct bench_daemon *d)
         }
 }
 
+void bench_catch_signals(void (*handler)(int))
+{
+        struct sigaction sa = { .sa_handler = handler };
+
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(SIGINT, &sa, NULL);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        (void) sigaction(SIGHUP, &sa, NULL);
+}
+
 void bench_die(struct bench_daemon *d, const char *fmt, ...)
 {
         va_list ap;
@@ -522,7 +532,15 @@ static int read_response(struct bench_conn *c, const char *method, int *status)
 int bench_http(struct bench_conn *c, const char *method, const char *path, const char *body,
                int *status, const char **resp)
 {
-        size_t blen = body ? strlen(body) : 0, need = blen + strlen(path) + 512;
+        return bench_http_raw(c, method, path, "application/json", body, body ? strlen(body) : 0,
+                              status, resp);
+}
+
+int bench_http_raw(struct bench_conn *c, const char *method, const char *path,
+                   const char *content_type, const void *body, size_t blen, int *status,
+                   const char **resp)
+{
+        size_t need = blen + strlen(path) + strlen(content_type) + 512;
         int n, retried = 0;
 
         if (grow(&c->req, &c->req_cap, need) < 0)
@@ -530,9 +548,8 @@ int bench_http(struct bench_conn *c, const char *method, const char *path, const
         if (body)
                 n = snprintf(c->req, c->req_cap,
                              "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer "
-                             "%s\r\nContent-Type: application/json\r\nContent-Length: "
-                             "%zu\r\n\r\n",
-                             method, path, c->port, c->token, blen);
+                             "%s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+                             method, path, c->port, c->token, content_type, blen);
         else
                 n = snprintf(c->req, c->req_cap,
                              "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer "

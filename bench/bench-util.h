@@ -30,6 +30,10 @@ int bench_daemon_wait_log(const struct bench_daemon *d, const char *what, unsign
 /* SIGTERM by pid, waits (SIGKILL after 20 s), removes the temporary directory. Idempotent. */
 void bench_daemon_stop(struct bench_daemon *d);
 
+/* Calls handler on SIGINT, SIGTERM and SIGHUP, without SA_RESTART: a signal ends the wait in
+ * progress, so the benchmark can notice it and clean up. */
+void bench_catch_signals(void (*handler)(int));
+
 /* Exits with status 1 after printing the message, stopping the daemon first. */
 _Noreturn void bench_die(struct bench_daemon *d, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
@@ -56,6 +60,13 @@ void bench_conn_close(struct bench_conn *c);
  * the next call on c) and returns 0; returns -1 with errno set on a transport failure. */
 int bench_http(struct bench_conn *c, const char *method, const char *path, const char *body,
                int *status, const char **resp);
+
+/* The same with a body of `len` bytes that may hold NUL bytes (a file upload), sent with
+ * `content_type` (a NULL body sends no body headers). After success c->body_len is the
+ * length of *resp, which may hold NUL bytes too. */
+int bench_http_raw(struct bench_conn *c, const char *method, const char *path,
+                   const char *content_type, const void *body, size_t len, int *status,
+                   const char **resp);
 
 /* Copies the value of the first "key":"value" string in json into out; 0 or -1. */
 int bench_json_str(const char *json, const char *key, char *out, size_t size);
