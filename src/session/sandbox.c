@@ -801,9 +801,13 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         t0 = now_ns();
         r = send_frame(sb, json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
                                      req->language ? req->language : "python", "code", req->code));
-        if (r < 0)
+        if (r < 0) {
+                /* The other end is gone: the runner died between cells. */
+                if (r == -EPIPE || r == -ECONNRESET)
+                        kill_internal(sb);
                 return airlock_error_set(err, r, "cannot send the code to the runner: %s",
                                          strerror(-r));
+        }
         deadline = t0 + timeout_ms * 1000000ULL;
         for (;;) {
                 o = drive(sb, deadline, &cap, req->sink, &frame);
@@ -1069,8 +1073,17 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
         return 0;
 }
 
-bool sandbox_is_alive(const struct sandbox *sb)
+bool sandbox_is_alive(struct sandbox *sb)
 {
+        struct pollfd pfd[2] = {
+                { .fd = sb->jail ? sb->jail->pidfd : -1, .events = POLLIN },
+                { .fd = sb->runner_pidfd, .events = POLLIN },
+        };
+
+        /* Killed from outside while idle (nothing was reading its pipes): the pidfds say so.
+         * A sandbox found dead is finished off, so that nothing of it lingers. */
+        if (sb->alive && poll(pfd, 2, 0) > 0 && (pfd[0].revents || pfd[1].revents))
+                kill_internal(sb);
         return sb->alive;
 }
 

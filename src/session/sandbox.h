@@ -55,7 +55,9 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
 int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
                  struct airlock_error *err);
 
-bool sandbox_is_alive(const struct sandbox *sb);
+/* Whether the sandbox still runs. Also notices one killed from outside while idle (its pidfds
+ * fired), and then finishes it off (kills what is left of it). */
+bool sandbox_is_alive(struct sandbox *sb);
 
 /* Sends SIGINT to the runner: the running cell gets KeyboardInterrupt (a bash cell, SIGINT to
  * its foreground job). Safe to call from another thread while sandbox_exec() runs. Returns 0

@@ -94,7 +94,8 @@ struct session_manager {
         pthread_t worker;
         bool worker_started;
         uint64_t next_deletion_scan_ns;
-        struct store *store; /* NULL without a state directory */
+        uint64_t next_liveness_scan_ns; /* reap_dead(): sessions and pool members killed idle */
+        struct store *store;            /* NULL without a state directory */
         /* The cgroup parent of every sandbox of ours; cfg.features points at scope.features. */
         struct scope scope;
         /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and

@@ -372,6 +372,8 @@ static void abandon_locked(struct session_manager *mgr, struct session *s)
 }
 
 /* Takes the next session for which pred is true, with a reference; lock held. */
+#define DIED_IDLE_REASON "its processes died while it was idle (killed from outside the sandbox)"
+
 static struct session *table_pick(struct session_manager *mgr, uint64_t now,
                                   bool (*pred)(struct session_manager *, struct session *,
                                                uint64_t))
@@ -391,6 +393,67 @@ static bool due_to_stop(struct session_manager *mgr, struct session *s, uint64_t
 {
         (void) mgr;
         return !s->ephemeral && quiet_for(s, now, s->stop_after_ms);
+}
+
+/* Ends the live sessions, and drops the pool members, whose processes died while nobody was
+ * running anything in them (killed from outside the sandbox, or with their zygote), so that
+ * they answer 404 "lost" with the reason instead of failing every call, and the pool refills.
+ * Runs on the worker, about once a second. */
+static void reap_dead(struct session_manager *mgr)
+{
+        struct session **idle = NULL;
+        struct sandbox **dead = NULL;
+        unsigned n_idle = 0, n_dead = 0;
+
+        pthread_mutex_lock(&mgr->lock);
+        idle = calloc(mgr->n_sessions ? mgr->n_sessions : 1, sizeof(*idle));
+        for (unsigned i = 0; idle && i < mgr->n_sessions; i++) {
+                struct session *s = mgr->sessions[i];
+                if (s->phase == PHASE_LIVE && !s->busy && s->sb)
+                        idle[n_idle++] = session_ref(s);
+        }
+        for (unsigned i = 0; i < mgr->n_profiles; i++) {
+                struct profile_slot *slot = mgr->profiles[i];
+                for (unsigned k = 0; k < slot->pool_len;) {
+                        struct sandbox **grown;
+                        if (sandbox_is_alive(slot->pool[k].sb)) {
+                                k++;
+                                continue;
+                        }
+                        grown = realloc(dead, (n_dead + 1) * sizeof(*dead));
+                        if (!grown)
+                                break;
+                        dead = grown;
+                        dead[n_dead++] = slot->pool[k].sb;
+                        slot->pool[k] = slot->pool[--slot->pool_len];
+                        pthread_cond_signal(&mgr->wake); /* refill */
+                }
+        }
+        pthread_mutex_unlock(&mgr->lock);
+
+        for (unsigned i = 0; i < n_dead; i++) {
+                log_warn("msg=\"a warm sandbox died in the pool (killed from outside?); "
+                         "dropped\"");
+                sandbox_free(dead[i]);
+        }
+        free(dead);
+        for (unsigned i = 0; i < n_idle; i++) {
+                struct session *s = idle[i];
+                bool died;
+
+                pthread_mutex_lock(&s->lock);
+                died = s->phase == PHASE_LIVE && !s->busy && s->sb && !sandbox_is_alive(s->sb);
+                pthread_mutex_unlock(&s->lock);
+                if (died) {
+                        log_warn("session=%s msg=\"%s\"", s->id, DIED_IDLE_REASON);
+                        pthread_mutex_lock(&mgr->lock);
+                        if (session_table_find(mgr, s->id) == s)
+                                end_locked(mgr, s, true, DIED_IDLE_REASON);
+                        pthread_mutex_unlock(&mgr->lock);
+                }
+                session_unref(s);
+        }
+        free(idle);
 }
 
 static bool due_for_checkpoint(struct session_manager *mgr, struct session *s, uint64_t now)
@@ -486,6 +549,13 @@ static void *worker_main(void *arg)
                         pthread_mutex_unlock(&mgr->lock);
                         lifecycle_checkpoint(s);
                         session_unref(s);
+                        pthread_mutex_lock(&mgr->lock);
+                        continue;
+                }
+                if (now >= mgr->next_liveness_scan_ns) {
+                        mgr->next_liveness_scan_ns = now + 1000000000ULL;
+                        pthread_mutex_unlock(&mgr->lock);
+                        reap_dead(mgr);
                         pthread_mutex_lock(&mgr->lock);
                         continue;
                 }
@@ -1193,11 +1263,16 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
                                 : status && strcmp(status, "oom") == 0 ? "it ran out of memory"
                                 : status && strcmp(status, "output_limit") == 0
                                         ? "the cell did not stop after the output limit"
-                                        : "the interpreter died");
+                                : !result ? DIED_IDLE_REASON
+                                          : "the interpreter died");
                 pthread_mutex_lock(&mgr->lock);
                 if (session_table_find(mgr, s->id) == s)
                         end_locked(mgr, s, true, reason);
                 pthread_mutex_unlock(&mgr->lock);
+                /* The code never ran: the session was gone already, and says why. */
+                if (!result)
+                        return airlock_error_set(err, -ENOENT, "session %s was lost: %s", s->id,
+                                                 reason);
         }
         if (r < 0)
                 return r;
