@@ -466,8 +466,8 @@ static void tree_empty(struct tree_walk *w, uint64_t deadline_ns)
 
         for (;;) {
                 struct tree_level *l = &w->lv[w->depth], *up;
-                const char *name;
-                unsigned char type;
+                const char *name = NULL;
+                unsigned char type = DT_UNKNOWN;
                 int r;
 
                 if (deadline_ns && (++steps & 63) == 0 && now_ns() >= deadline_ns) {
