@@ -48,6 +48,11 @@ static const char serve_help[] =
         "                          was quiet this long, so a crash loses less (default\n"
         "                          30s, 0 = never)\n"
         "      --max-stopped-bytes N  disk one stopped session may use (default 1G)\n"
+        "      --zygote-max-sessions N  replace a profile's zygote after it forked N\n"
+        "                          sandboxes (default 256, 0 = no limit): sessions of one\n"
+        "                          zygote share its memory layout and hash secret\n"
+        "      --zygote-max-age S  replace a profile's zygote once it is this old\n"
+        "                          (default 10m, 0 = no limit)\n"
         "      --idle-timeout S    the old name of --stop-after\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
         "\n"
@@ -92,6 +97,8 @@ struct serve_args {
         uint64_t delete_after_ms;
         uint64_t checkpoint_after_ms;
         uint64_t max_stopped_bytes;
+        unsigned zygote_max_sessions; /* SESSION_ZYGOTE_NEVER for 0 */
+        uint64_t zygote_max_age_ms;   /* SESSION_ZYGOTE_NEVER for 0 */
         const char *llm_base_url, *llm_model, *llm_api_key;
         uint64_t llm_timeout_ms;
         unsigned chat_max_rounds;
@@ -127,6 +134,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_DELETE_AFTER,
                 OPT_CHECKPOINT_AFTER,
                 OPT_MAX_STOPPED_BYTES,
+                OPT_ZYGOTE_MAX_SESSIONS,
+                OPT_ZYGOTE_MAX_AGE,
                 OPT_ALLOW_HOST,
                 OPT_LLM_BASE_URL,
                 OPT_LLM_MODEL,
@@ -146,6 +155,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "delete-after", required_argument, NULL, OPT_DELETE_AFTER },
                 { "checkpoint-after", required_argument, NULL, OPT_CHECKPOINT_AFTER },
                 { "max-stopped-bytes", required_argument, NULL, OPT_MAX_STOPPED_BYTES },
+                { "zygote-max-sessions", required_argument, NULL, OPT_ZYGOTE_MAX_SESSIONS },
+                { "zygote-max-age", required_argument, NULL, OPT_ZYGOTE_MAX_AGE },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
                 { "llm-base-url", required_argument, NULL, OPT_LLM_BASE_URL },
                 { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
@@ -203,6 +214,30 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 fprintf(stderr,
                                         "airlock serve: --max-stopped-bytes '%s' is not a size "
                                         "of at least 1M (e.g. 512M, 2G)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_ZYGOTE_MAX_SESSIONS:
+                        if (parse_uint("--zygote-max-sessions", optarg, 0, 1000000,
+                                       &a->zygote_max_sessions) < 0)
+                                return -EINVAL;
+                        if (a->zygote_max_sessions == 0)
+                                a->zygote_max_sessions = SESSION_ZYGOTE_NEVER;
+                        break;
+                case OPT_ZYGOTE_MAX_AGE:
+                        if (parse_duration_flag("--zygote-max-age", optarg, 0,
+                                                7ULL * 24 * 3600 * 1000,
+                                                "0 (no limit) and 7d (e.g. 10m, 1h)",
+                                                &a->zygote_max_age_ms) < 0)
+                                return -EINVAL;
+                        if (a->zygote_max_age_ms == 0)
+                                a->zygote_max_age_ms = SESSION_ZYGOTE_NEVER;
+                        else if (a->zygote_max_age_ms < 1000) {
+                                fprintf(stderr,
+                                        "airlock serve: --zygote-max-age '%s' is shorter "
+                                        "than 1s (a zygote takes about that long to "
+                                        "start)\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -396,6 +431,8 @@ int cmd_serve(int argc, char **argv)
                                                   .delete_after_ms = a.delete_after_ms,
                                                   .checkpoint_after_ms = a.checkpoint_after_ms,
                                                   .max_stopped_bytes = a.max_stopped_bytes,
+                                                  .zygote_max_sessions = a.zygote_max_sessions,
+                                                  .zygote_max_age_ms = a.zygote_max_age_ms,
                                                   .interrupt_grace_ms = 2000,
                                                   .state_dir = state_dir },
                 &mgr, &err);

@@ -998,6 +998,11 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
         return 0;
 }
 
+unsigned sandbox_zygote_generation(const struct sandbox *sb)
+{
+        return sb->zygote ? zygote_generation(sb->zygote) : 0;
+}
+
 bool sandbox_is_alive(const struct sandbox *sb)
 {
         return sb->alive;
