@@ -225,7 +225,7 @@ static int start_sandbox(struct session_manager *mgr, struct profile_slot *slot,
         char name[64];
 
         (void) snprintf(name, sizeof(name), "airlock-%s", id);
-        if (mgr->cfg.mode == JAIL_NAMESPACES) {
+        if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
                 struct cgroup_limits limits = {
                         .memory_max = p->limits.memory_bytes,
                         .pids_max = p->limits.pids,
@@ -244,11 +244,16 @@ static int start_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                 zygote_unref(z);
                 return r;
         }
-        return sandbox_start(
-                mgr->cfg.features,
-                &(struct sandbox_options){
-                        .mode = mgr->cfg.mode, .profile = p, .name = name, .preload = true },
-                ret_sb, err);
+        /* A fresh exec of the runner in a sandbox of its own: its own address-space layout,
+         * hash secret and stack canary (profiles with "start": "cold", and the process and
+         * none modes, which have no zygote). */
+        return sandbox_start(mgr->cfg.features,
+                             &(struct sandbox_options){ .mode = mgr->cfg.mode,
+                                                        .profile = p,
+                                                        .name = name,
+                                                        .runner_path = mgr->runner_path,
+                                                        .preload = true },
+                             ret_sb, err);
 }
 
 /* Whether m was forked from the profile's current zygote (a sandbox of its own exec, of
@@ -1210,13 +1215,14 @@ static json_t *profile_json(const struct profile *p)
         } else {
                 imports = json_null();
         }
-        return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:{s:I, s:f, s:i, s:f, s:I, s:I, "
-                         "s:I}}",
+        return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:{s:I, s:f, s:i, s:f, s:I, "
+                         "s:I, s:I}}",
                          "name", p->name, "description", p->description, "languages", langs,
                          "preload", preload, "imports", imports, "policy",
                          p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "network",
-                         "none", "limits", "memory_bytes", (json_int_t) p->limits.memory_bytes,
-                         "cpus", p->limits.cpu_millicpus / 1000.0, "pids", (int) p->limits.pids,
+                         "none", "start", p->start == PROFILE_START_COLD ? "cold" : "zygote",
+                         "limits", "memory_bytes", (json_int_t) p->limits.memory_bytes, "cpus",
+                         p->limits.cpu_millicpus / 1000.0, "pids", (int) p->limits.pids,
                          "timeout_s", p->limits.timeout_ms / 1000.0, "output_bytes",
                          (json_int_t) p->limits.output_bytes, "workspace_bytes",
                          (json_int_t) p->limits.workspace_bytes, "tmp_bytes",

@@ -1,10 +1,10 @@
-"""Zygote rotation (issue 12, items 6 and 7; docs/SECURITY.md "What sessions
+"""Zygote rotation and cold profiles (issue 12, items 6 and 7; docs/SECURITY.md "What sessions
 of one zygote share"): every session forked from one zygote has that zygote's address-space
 layout and Python hash secret, so one session learns the others'. These tests check the
 documented sharing within one zygote generation, that a replaced zygote gives new sessions a
 new layout and hash secret (after --zygote-max-sessions forks, or --zygote-max-age), that
-sessions of the old zygote keep running and that the old zygote is retired once they are
-gone.
+sessions of the old zygote keep running and that the old zygote is retired once they are gone,
+and that a profile with "start": "cold" gives every session a layout and secret of its own.
 
 A session's fingerprint is where libc and the runner binary are mapped (ASLR) and hash("x")
 (CPython's siphash secret). Each test uses profiles of its own (no preload, so a zygote starts
@@ -46,6 +46,8 @@ LEAN = {
 PROFILES = {
     "zr-count": LEAN,
     "zr-age": LEAN,
+    "zr-cold": dict(LEAN, start="cold"),
+    "zr-cold-peer": LEAN,
 }
 
 
@@ -150,6 +152,41 @@ def test_rotation_after_max_sessions_gives_new_layout_and_secret(daemon):
         daemon.delete_session(b)
     # With its sessions and pool members gone, the first zygote exits.
     wait_retired(daemon, "zr-count", gen)
+
+
+def test_cold_profile_sessions_share_nothing(daemon):
+    r = daemon.get("/v1/profiles")
+    assert r.status_code == 200, daemon.why(r)
+    start = {p["name"]: p.get("start") for p in r.json()["profiles"]}
+    assert start["zr-cold"] == "cold" and start["zr-cold-peer"] == "zygote", start
+    sids = []
+    try:
+        cold = []
+        for _ in range(3):
+            sids.append(daemon.create_session(profile="zr-cold"))
+            cold.append(fingerprint(daemon, sids[-1]))
+        warm = []
+        for _ in range(2):
+            sids.append(daemon.create_session(profile="zr-cold-peer"))
+            warm.append(fingerprint(daemon, sids[-1]))
+        assert warm[0] == warm[1]  # the zygote profile next to it, for contrast
+        everyone = cold + warm[:1]
+        for i, x in enumerate(everyone):
+            for j, y in enumerate(everyone):
+                if i < j:
+                    assert differs_entirely(x, y), (
+                        f"a cold session shares its layout or hash secret: {x} vs {y}")
+        # A cold session is a full session: state persists between calls, and across a stop
+        # and resume, which gives it a new exec (a new layout) as well.
+        daemon.execute(sids[0], "kept = 41")
+        assert daemon.execute(sids[0], "kept + 1")["result"] == "42"
+        r = daemon.post(f"/v1/sessions/{sids[0]}/stop", timeout=60)
+        assert r.status_code == 200, daemon.why(r)
+        assert daemon.execute(sids[0], "kept + 1")["result"] == "42"
+        assert differs_entirely(fingerprint(daemon, sids[0]), cold[0])
+    finally:
+        for sid in sids:
+            daemon.delete_session(sid)
 
 
 def test_rotation_after_max_age_also_replaces_the_warm_pool():
