@@ -1,15 +1,18 @@
 /* bench-create: new session to first result, with pandas importable.
  *
- *   bench-create [AIRLOCK_BINARY] [ITERATIONS]      (default 40; also $AIRLOCK_BIN)
+ *   bench-create [AIRLOCK_BINARY] [ITERATIONS] [PROFILE]   (default 40, default; also
+ *                                                          $AIRLOCK_BIN)
  *
  * Starts its own `airlock serve --pool-size 2` on a free loopback port and times, on one
- * keep-alive connection: POST /v1/sessions (profile default, which preloads pandas) until the
- * answer of the first POST .../execute {"code":"import pandas; 1"}; then DELETE (timed on
- * its own). Two series: "pool hit", 300 ms between iterations so the warm pool refills, and
- * back-to-back (create, first result, delete, again: the DELETE's time lets the pool refill),
- * and a burst of ITERATIONS sessions opened without deleting any, so the pool of 2 drains and
- * the rest wait for fresh forks. For scale, the same run's `python3 -c pass` and `python3 -c
- * 'import pandas'` (/usr/bin/python3). Target (DESIGN.md section 6): p50 under 10 ms. */
+ * keep-alive connection: POST /v1/sessions (profile PROFILE, default: default, which preloads
+ * pandas; a copy of it with "start": "cold" in $AIRLOCK_PROFILES_DIR measures cold sessions,
+ * docs/SECURITY.md) until the answer of the first POST .../execute {"code":"import pandas; 1"};
+ * then DELETE (timed on its own). Two series: "pool hit", 300 ms between iterations so the warm
+ * pool refills, and back-to-back (create, first result, delete, again: the DELETE's time lets the
+ * pool refill), and a burst of ITERATIONS sessions opened without deleting any, so the pool of 2
+ * drains and the rest wait for fresh forks. For scale, the same run's `python3 -c pass` and
+ * `python3 -c 'import pandas'` (/usr/bin/python3). Target (DESIGN.md section 6): p50 under 10 ms.
+ */
 #include "bench-util.h"
 
 #include <stdio.h>
@@ -22,16 +25,19 @@ struct series {
         uint64_t *del;    /* DELETE, on its own */
 };
 
+static const char *profile = "default";
+
 /* Creates a session and runs the first cell; returns its id in id. */
 static void create_first(struct bench_daemon *d, struct bench_conn *c, uint64_t *t_create,
                          uint64_t *t_first, char id[64])
 {
-        char path[128];
+        char path[128], body[160];
         const char *resp;
         int status = 0;
         uint64_t t0 = bench_now_ns();
 
-        if (bench_http(c, "POST", "/v1/sessions", "{\"profile\":\"default\"}", &status, &resp) < 0)
+        snprintf(body, sizeof(body), "{\"profile\":\"%s\"}", profile);
+        if (bench_http(c, "POST", "/v1/sessions", body, &status, &resp) < 0)
                 bench_die(d, "POST /v1/sessions: %m");
         *t_create = bench_now_ns() - t0;
         if (status != 201 || bench_json_str(resp, "id", id, 64) < 0)
@@ -84,6 +90,8 @@ int main(int argc, char **argv)
         bin = bench_airlock_bin(argc, argv, &next);
         if (argc > next)
                 n = (size_t) strtoul(argv[next], NULL, 10);
+        if (argc > next + 1)
+                profile = argv[next + 1];
         if (n < 5)
                 n = 5;
         n_pandas = n / 4 < 5 ? 5 : n / 4;

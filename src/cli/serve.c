@@ -52,6 +52,11 @@ static const char serve_help[] =
         "      --max-session-memory N  memory of all sessions together, their files in\n"
         "                          /work included (e.g. 16G; default: no cap beyond each\n"
         "                          profile's own)\n"
+        "      --zygote-max-sessions N  replace a profile's zygote after it forked N\n"
+        "                          sandboxes (default 256, 0 = no limit): sessions of one\n"
+        "                          zygote share its memory layout and hash secret\n"
+        "      --zygote-max-age S  replace a profile's zygote once it is this old\n"
+        "                          (default 10m, 0 = no limit)\n"
         "      --idle-timeout S    the old name of --stop-after\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
         "\n"
@@ -109,6 +114,8 @@ struct serve_args {
         uint64_t max_session_memory;
         unsigned max_connections, max_connections_per_client;
         uint64_t request_timeout_ms, keepalive_timeout_ms;
+        unsigned zygote_max_sessions; /* SESSION_ZYGOTE_NEVER for 0 */
+        uint64_t zygote_max_age_ms;   /* SESSION_ZYGOTE_NEVER for 0 */
         const char *llm_base_url, *llm_model, *llm_api_key;
         uint64_t llm_timeout_ms;
         unsigned chat_max_rounds;
@@ -145,6 +152,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_CHECKPOINT_AFTER,
                 OPT_MAX_STOPPED_BYTES,
                 OPT_MAX_SESSION_MEMORY,
+                OPT_ZYGOTE_MAX_SESSIONS,
+                OPT_ZYGOTE_MAX_AGE,
                 OPT_ALLOW_HOST,
                 OPT_MAX_CONNECTIONS,
                 OPT_MAX_CONNECTIONS_PER_CLIENT,
@@ -169,6 +178,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "checkpoint-after", required_argument, NULL, OPT_CHECKPOINT_AFTER },
                 { "max-stopped-bytes", required_argument, NULL, OPT_MAX_STOPPED_BYTES },
                 { "max-session-memory", required_argument, NULL, OPT_MAX_SESSION_MEMORY },
+                { "zygote-max-sessions", required_argument, NULL, OPT_ZYGOTE_MAX_SESSIONS },
+                { "zygote-max-age", required_argument, NULL, OPT_ZYGOTE_MAX_AGE },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
                 { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
                 { "max-connections-per-client", required_argument, NULL,
@@ -241,6 +252,30 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 fprintf(stderr,
                                         "airlock serve: --max-session-memory '%s' is not a size "
                                         "of at least 64M (e.g. 16G)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_ZYGOTE_MAX_SESSIONS:
+                        if (parse_uint("--zygote-max-sessions", optarg, 0, 1000000,
+                                       &a->zygote_max_sessions) < 0)
+                                return -EINVAL;
+                        if (a->zygote_max_sessions == 0)
+                                a->zygote_max_sessions = SESSION_ZYGOTE_NEVER;
+                        break;
+                case OPT_ZYGOTE_MAX_AGE:
+                        if (parse_duration_flag("--zygote-max-age", optarg, 0,
+                                                7ULL * 24 * 3600 * 1000,
+                                                "0 (no limit) and 7d (e.g. 10m, 1h)",
+                                                &a->zygote_max_age_ms) < 0)
+                                return -EINVAL;
+                        if (a->zygote_max_age_ms == 0)
+                                a->zygote_max_age_ms = SESSION_ZYGOTE_NEVER;
+                        else if (a->zygote_max_age_ms < 1000) {
+                                fprintf(stderr,
+                                        "airlock serve: --zygote-max-age '%s' is shorter "
+                                        "than 1s (a zygote takes about that long to "
+                                        "start)\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -458,6 +493,8 @@ int cmd_serve(int argc, char **argv)
                                                   .checkpoint_after_ms = a.checkpoint_after_ms,
                                                   .max_stopped_bytes = a.max_stopped_bytes,
                                                   .max_session_memory = a.max_session_memory,
+                                                  .zygote_max_sessions = a.zygote_max_sessions,
+                                                  .zygote_max_age_ms = a.zygote_max_age_ms,
                                                   .interrupt_grace_ms = 2000,
                                                   .state_dir = state_dir },
                 &mgr, &err);

@@ -37,11 +37,11 @@
 
 static const char *const top_level_keys[] = {
         "description", "languages", "preload", "imports", "policy",
-        "limits",      "network",   "rootfs",  "env",
+        "limits",      "network",   "rootfs",  "env",     "start",
 };
 
 #define TOP_LEVEL_KEYS_TEXT                                                                        \
-        "description, languages, preload, imports, policy, limits, network, rootfs, env"
+        "description, languages, preload, imports, policy, limits, network, rootfs, env, start"
 
 /* The loader and the interpreter read these before the runner installs the profile's import
  * policy, so a profile that sets them could load code the policy never sees. Every LD_ variable
@@ -343,21 +343,42 @@ static int parse_modules(const struct parse_ctx *ctx, const char *name, const js
         return 0;
 }
 
-static int parse_policy(const struct parse_ctx *ctx, const json_t *v, enum profile_policy *ret)
+/* One of two words: 0 for the first, 1 for the second (the values of an enum of two). */
+static int parse_either(const struct parse_ctx *ctx, const char *key, const json_t *v,
+                        const char *first, const char *second, int *ret)
 {
-        static const char expected[] = "\"none\" or \"restricted\"";
+        char expected[64];
         struct quoted q;
 
+        (void) snprintf(expected, sizeof(expected), "\"%s\" or \"%s\"", first, second);
         if (!json_is_string(v))
-                return fail_type(ctx, "policy", expected, v);
-        if (strcmp(json_string_value(v), "none") == 0)
-                *ret = PROFILE_POLICY_NONE;
-        else if (strcmp(json_string_value(v), "restricted") == 0)
-                *ret = PROFILE_POLICY_RESTRICTED;
+                return fail_type(ctx, key, expected, v);
+        if (strcmp(json_string_value(v), first) == 0)
+                *ret = 0;
+        else if (strcmp(json_string_value(v), second) == 0)
+                *ret = 1;
         else
-                return fail(ctx, "policy", "expected %s, got %s", expected,
+                return fail(ctx, key, "expected %s, got %s", expected,
                             quote(&q, json_string_value(v)));
         return 0;
+}
+
+static int parse_policy(const struct parse_ctx *ctx, const json_t *v, enum profile_policy *ret)
+{
+        int which, r = parse_either(ctx, "policy", v, "none", "restricted", &which);
+
+        if (r >= 0)
+                *ret = which ? PROFILE_POLICY_RESTRICTED : PROFILE_POLICY_NONE;
+        return r;
+}
+
+static int parse_start(const struct parse_ctx *ctx, const json_t *v, enum profile_start *ret)
+{
+        int which, r = parse_either(ctx, "start", v, "zygote", "cold", &which);
+
+        if (r >= 0)
+                *ret = which ? PROFILE_START_COLD : PROFILE_START_ZYGOTE;
+        return r;
 }
 
 static int parse_network(const struct parse_ctx *ctx, const json_t *v)
@@ -762,6 +783,13 @@ int profile_parse(const char *name, const char *source, const char *text, size_t
                 p->rootfs = strdup("/");
                 if (!p->rootfs)
                         return -ENOMEM;
+        }
+
+        v = json_object_get(root, "start");
+        if (v) {
+                r = parse_start(&ctx, v, &p->start);
+                if (r < 0)
+                        return r;
         }
 
         v = json_object_get(root, "env");

@@ -15,7 +15,12 @@
  *     "network": "none",                                  (only "none" is supported for now)
  *     "rootfs": "/",                                      (directory bound read-only as the
  *                                                          sandbox's /usr, /etc source; "/" = host)
- *     "env": { "NAME": "value" }                          (extra environment for user code)
+ *     "env": { "NAME": "value" },                         (extra environment for user code)
+ *     "start": "zygote" | "cold"                          (zygote: sessions fork from a warm
+ *                                                          zygote (default); cold: each session
+ *                                                          is a fresh exec of the runner, with
+ *                                                          its own address-space layout and hash
+ *                                                          secret, at the cost of the imports)
  *   }
  * Unknown keys, wrong types, out-of-range limits and bad sizes are errors that name the file,
  * the key and what was expected. Profile names are [a-z0-9][a-z0-9_-]{0,63}. */
@@ -30,6 +35,11 @@
 enum profile_policy {
         PROFILE_POLICY_NONE,
         PROFILE_POLICY_RESTRICTED,
+};
+
+enum profile_start {
+        PROFILE_START_ZYGOTE, /* forked from the profile's zygote: milliseconds, shared layout */
+        PROFILE_START_COLD,   /* a fresh exec per session: own layout and secret, slow */
 };
 
 struct profile_limits {
@@ -54,6 +64,7 @@ struct profile {
         struct profile_limits limits;
         char *rootfs;
         char **env; /* NULL-terminated "NAME=value" strings, never NULL */
+        enum profile_start start;
 };
 
 /* Fills *ret_limits with the defaults documented above. */

@@ -1073,6 +1073,11 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
         return 0;
 }
 
+unsigned sandbox_zygote_generation(const struct sandbox *sb)
+{
+        return sb->zygote ? zygote_generation(sb->zygote) : 0;
+}
+
 bool sandbox_is_alive(struct sandbox *sb)
 {
         struct pollfd pfd[2] = {

@@ -58,6 +58,11 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
 int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *limits,
                 struct sandbox **ret_sb, struct airlock_error *err);
 bool zygote_is_alive(struct zygote *z);
+/* The zygote's number, unique among the zygotes of this daemon and never 0. */
+unsigned zygote_generation(const struct zygote *z);
+/* Whether the zygote has forked max_forks sandboxes or is max_age_ms old (0: no such limit),
+ * so that its address-space layout and hash secret should be retired. */
+bool zygote_is_due(struct zygote *z, unsigned max_forks, uint64_t max_age_ms);
 struct zygote *zygote_ref(struct zygote *z);
 void zygote_unref(struct zygote *z);
 void zygote_release_slot(struct zygote *z, unsigned slot);
@@ -67,6 +72,9 @@ void zygote_release_slot(struct zygote *z, unsigned slot);
 int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, unsigned slot,
                   int runner_pidfd, int status_fd, struct sandbox **ret_sb,
                   struct airlock_error *err);
+
+/* The generation of the zygote sb was forked from, or 0 for a sandbox of its own exec. */
+unsigned sandbox_zygote_generation(const struct sandbox *sb);
 
 /* The session environment a profile's runner gets (caller frees with strv_free). */
 int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_envp);

@@ -56,14 +56,19 @@ struct session {
 struct pool_member {
         struct sandbox *sb;
         char id[SESSION_ID_LEN + 1];
-        bool warm; /* it ran the first-call path already (sandbox_warmup) */
+        bool warm;           /* it ran the first-call path already (sandbox_warmup) */
+        unsigned generation; /* of the zygote it was forked from (sandbox_zygote_generation) */
 };
 
 struct profile_slot {
         struct profile *profile;
-        pthread_mutex_t zlock; /* starting or replacing the zygote */
+        pthread_mutex_t zlock; /* starting or replacing the zygote; taken before mgr->lock */
         struct zygote *zygote; /* namespaces mode: where this profile's sessions come from */
-        char **envp;           /* the environment of the profile's runners */
+        /* The generation of zygote (0 before the first one, and for cold profiles): pool members
+         * of another generation are stale. Written under zlock, read anywhere. */
+        atomic_uint generation;
+        uint64_t rotate_retry_ns; /* a replacement failed: try again from then on (zlock) */
+        char **envp;              /* the environment of the profile's runners */
         unsigned pool_target;
         bool pool_failed; /* a warm session could not start: do not keep retrying */
         struct pool_member *pool;
@@ -93,6 +98,13 @@ struct session_manager {
         unsigned ended_next;
         pthread_t worker;
         bool worker_started;
+        /* The rotator thread replaces zygotes that are due (see session_manager_config), so
+         * that no request ever waits for a zygote to start. Limits of 0 mean none. */
+        pthread_t rotator;
+        bool rotator_started;
+        pthread_cond_t rotate_wake;
+        unsigned zygote_max_forks;
+        uint64_t zygote_max_age_ms;
         uint64_t next_deletion_scan_ns;
         uint64_t next_liveness_scan_ns; /* reap_dead(): sessions and pool members killed idle */
         struct store *store;            /* NULL without a state directory */

@@ -30,6 +30,11 @@
 #define DEFAULT_GRACE_MS 2000
 #define DEFAULT_DELETE_AFTER_MS (5ULL * 24 * 3600 * 1000)
 #define DEFAULT_MAX_STOPPED_BYTES (1ULL << 30)
+#define DEFAULT_ZYGOTE_MAX_SESSIONS 256
+#define DEFAULT_ZYGOTE_MAX_AGE_MS (10ULL * 60 * 1000)
+/* A replacement zygote that failed to start is tried again this much later; meanwhile the
+ * old one goes on serving (and the log says so). */
+#define ZYGOTE_RETRY_MS 30000
 
 /* Records of ended sessions are kept this long, so late calls still learn what happened. */
 #define STORE_KEEP_S (7LL * 24 * 3600)
@@ -96,10 +101,19 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
         return 0;
 }
 
-/* Returns the profile's zygote (a new reference), starting it, or replacing it when it died. */
+/* Makes z (a reference, taken) the profile's zygote. zlock held. */
+static void install_zygote(struct profile_slot *slot, struct zygote *z)
+{
+        slot->zygote = z;
+        atomic_store(&slot->generation, zygote_generation(z));
+}
+
+/* Returns the profile's zygote (a new reference), starting it, or replacing it when it died.
+ * A zygote that is merely due for replacement goes on serving: the rotator replaces it. */
 static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, struct zygote **ret_z,
                       struct airlock_error *err)
 {
+        struct zygote *z = NULL;
         int r = 0;
 
         pthread_mutex_lock(&slot->zlock);
@@ -108,13 +122,98 @@ static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, st
                 zygote_unref(slot->zygote);
                 slot->zygote = NULL;
         }
-        if (!slot->zygote)
-                r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path,
-                                 &slot->zygote, err);
+        if (!slot->zygote) {
+                r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path, &z,
+                                 err);
+                if (r >= 0)
+                        install_zygote(slot, z);
+        }
         if (r >= 0)
                 *ret_z = zygote_ref(slot->zygote);
         pthread_mutex_unlock(&slot->zlock);
         return r;
+}
+
+/* Replaces the profile's zygote when it is due, starting the new one without holding zlock,
+ * so that sessions go on forking from the old one meanwhile. The old zygote is only let go
+ * here: every sandbox forked from it holds a reference (its sessions live in the zygote's pid
+ * namespace and die with it), so it exits when the last of them and any fork in flight are
+ * done. Pool members it made become stale; the worker replaces them. Returns whether it
+ * replaced one. */
+static bool rotate_zygote(struct session_manager *mgr, struct profile_slot *slot)
+{
+        struct airlock_error err = { { 0 } };
+        struct zygote *old = NULL, *z = NULL;
+        uint64_t now = now_ns();
+        bool due, swapped = false;
+        int r;
+
+        pthread_mutex_lock(&slot->zlock);
+        if (slot->zygote && now >= slot->rotate_retry_ns)
+                old = zygote_ref(slot->zygote);
+        pthread_mutex_unlock(&slot->zlock);
+        if (!old)
+                return false;
+        due = zygote_is_due(old, mgr->zygote_max_forks, mgr->zygote_max_age_ms);
+        if (!due) {
+                zygote_unref(old);
+                return false;
+        }
+        r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path, &z, &err);
+        pthread_mutex_lock(&slot->zlock);
+        if (r < 0) {
+                slot->rotate_retry_ns = now_ns() + ZYGOTE_RETRY_MS * 1000000ULL;
+        } else if (slot->zygote == old) {
+                install_zygote(slot, TAKE_PTR(z));
+                swapped = true;
+        }
+        pthread_mutex_unlock(&slot->zlock);
+        if (r < 0)
+                log_error("profile=%s msg=\"cannot replace the zygote, the old one goes on "
+                          "serving: %s\" generation=%u",
+                          slot->profile->name, err.msg, zygote_generation(old));
+        if (swapped) {
+                log_info("profile=%s msg=\"zygote replaced: new sessions get a new layout and "
+                         "hash secret\" generation=%u old_generation=%u",
+                         slot->profile->name, atomic_load(&slot->generation),
+                         zygote_generation(old));
+                zygote_unref(old); /* the slot's reference */
+                pthread_mutex_lock(&mgr->lock);
+                pthread_cond_signal(&mgr->wake); /* the worker refreshes the pool */
+                pthread_mutex_unlock(&mgr->lock);
+        }
+        zygote_unref(z); /* a dead zygote was replaced meanwhile (get_zygote): keep that one */
+        zygote_unref(old);
+        return swapped;
+}
+
+/* The rotator thread: checks every profile's zygote once a second, or when a fork made one
+ * due, and replaces those that are. */
+static void *rotator_main(void *arg)
+{
+        struct session_manager *mgr = arg;
+
+        pthread_mutex_lock(&mgr->lock);
+        while (!mgr->stopping) {
+                struct timespec until;
+                bool busy = false;
+
+                /* Slots are never freed before this thread is joined, and a slot pointer does
+                 * not move when the array grows; its length is read under the lock. */
+                for (unsigned i = 0; i < mgr->n_profiles && !mgr->stopping; i++) {
+                        struct profile_slot *slot = mgr->profiles[i];
+                        pthread_mutex_unlock(&mgr->lock);
+                        busy |= rotate_zygote(mgr, slot);
+                        pthread_mutex_lock(&mgr->lock);
+                }
+                if (busy || mgr->stopping)
+                        continue;
+                (void) clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 1;
+                (void) pthread_cond_timedwait(&mgr->rotate_wake, &mgr->lock, &until);
+        }
+        pthread_mutex_unlock(&mgr->lock);
+        return NULL;
 }
 
 /* A new sandbox for the profile, its cgroup named "airlock-<id>": a new session takes that id,
@@ -126,7 +225,7 @@ static int start_sandbox(struct session_manager *mgr, struct profile_slot *slot,
         char name[64];
 
         (void) snprintf(name, sizeof(name), "airlock-%s", id);
-        if (mgr->cfg.mode == JAIL_NAMESPACES) {
+        if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
                 struct cgroup_limits limits = {
                         .memory_max = p->limits.memory_bytes,
                         .pids_max = p->limits.pids,
@@ -137,14 +236,49 @@ static int start_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                 if (r < 0)
                         return r;
                 r = zygote_fork(z, name, &limits, ret_sb, err);
+                if (r >= 0 && zygote_is_due(z, mgr->zygote_max_forks, 0)) {
+                        pthread_mutex_lock(&mgr->lock);
+                        pthread_cond_signal(&mgr->rotate_wake);
+                        pthread_mutex_unlock(&mgr->lock);
+                }
                 zygote_unref(z);
                 return r;
         }
-        return sandbox_start(
-                mgr->cfg.features,
-                &(struct sandbox_options){
-                        .mode = mgr->cfg.mode, .profile = p, .name = name, .preload = true },
-                ret_sb, err);
+        /* A fresh exec of the runner in a sandbox of its own: its own address-space layout,
+         * hash secret and stack canary (profiles with "start": "cold", and the process and
+         * none modes, which have no zygote). */
+        return sandbox_start(mgr->cfg.features,
+                             &(struct sandbox_options){ .mode = mgr->cfg.mode,
+                                                        .profile = p,
+                                                        .name = name,
+                                                        .runner_path = mgr->runner_path,
+                                                        .preload = true },
+                             ret_sb, err);
+}
+
+/* Whether m was forked from the profile's current zygote (a sandbox of its own exec, of
+ * generation 0, always is). */
+static bool pool_member_is_current(const struct profile_slot *slot, const struct pool_member *m)
+{
+        return m->generation == atomic_load(&slot->generation);
+}
+
+static unsigned pool_current_len(const struct profile_slot *slot)
+{
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < slot->pool_len; i++)
+                n += pool_member_is_current(slot, &slot->pool[i]);
+        return n;
+}
+
+/* The index of a stale member of the pool, or -1. */
+static int pool_find_stale(const struct profile_slot *slot)
+{
+        for (unsigned i = 0; i < slot->pool_len; i++)
+                if (!pool_member_is_current(slot, &slot->pool[i]))
+                        return (int) i;
+        return -1;
 }
 
 int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
@@ -159,11 +293,18 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
         if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
                 slot->pool_target = mgr->cfg.pool_size;
         if (slot->pool_len > 0) {
-                /* A warm member if there is one; a cold one is still a hand-over. */
-                unsigned k = slot->pool_len - 1;
-                for (unsigned i = 0; i < slot->pool_len; i++)
-                        if (slot->pool[i].warm)
-                                k = i;
+                /* A member of the current zygote if there is one, and a warm one before a cold
+                 * one. A stale member (its zygote was replaced) is handed over only while no
+                 * current one is ready, for the moment the worker takes to replace it: a
+                 * create never waits for a fork. */
+                unsigned k = 0, best = 0;
+                for (unsigned i = 0; i < slot->pool_len; i++) {
+                        unsigned score = 1 +
+                                         (pool_member_is_current(slot, &slot->pool[i]) ? 2 : 0) +
+                                         (slot->pool[i].warm ? 1 : 0);
+                        if (score > best)
+                                k = i, best = score;
+                }
                 sb = slot->pool[k].sb;
                 memcpy(ret_id, slot->pool[k].id, SESSION_ID_LEN + 1);
                 slot->pool[k] = slot->pool[--slot->pool_len];
@@ -475,7 +616,8 @@ static bool warm_one_member(struct session_manager *mgr)
 
         for (unsigned i = 0; i < mgr->n_profiles && !slot; i++)
                 for (unsigned k = 0; k < mgr->profiles[i]->pool_len; k++)
-                        if (!mgr->profiles[i]->pool[k].warm) {
+                        if (!mgr->profiles[i]->pool[k].warm &&
+                            pool_member_is_current(mgr->profiles[i], &mgr->profiles[i]->pool[k])) {
                                 slot = mgr->profiles[i];
                                 m = slot->pool[k];
                                 slot->pool[k] = slot->pool[--slot->pool_len];
@@ -492,14 +634,31 @@ static bool warm_one_member(struct session_manager *mgr)
                 log_warn("profile=%s msg=\"a warm session failed its warm-up: %s\"",
                          slot->profile->name, err.msg);
                 sandbox_free(m.sb);
-        } else if (mgr->stopping || slot->pool_len >= slot->pool_target ||
-                   slot->pool_len == slot->pool_cap) {
+        } else if (mgr->stopping || pool_current_len(slot) >= slot->pool_target ||
+                   slot->pool_len == slot->pool_cap || !pool_member_is_current(slot, &m)) {
                 sandbox_free(m.sb);
         } else {
                 m.warm = true;
                 slot->pool[slot->pool_len++] = m;
         }
         return true;
+}
+
+/* Buries a stale pool member (its zygote was replaced) once the pool holds enough current
+ * ones, which normally took their places one by one already. Lock held. Returns whether it
+ * found one. */
+static bool bury_one_stale_member(struct session_manager *mgr)
+{
+        for (unsigned i = 0; i < mgr->n_profiles; i++) {
+                struct profile_slot *slot = mgr->profiles[i];
+                int k = pool_find_stale(slot);
+                if (k >= 0 && pool_current_len(slot) >= slot->pool_target) {
+                        session_bury(mgr, slot->pool[k].sb);
+                        slot->pool[k] = slot->pool[--slot->pool_len];
+                        return true;
+                }
+        }
+        return false;
 }
 
 /* The worker thread: stops idle sessions, checkpoints quiet ones, deletes long-stopped ones,
@@ -566,9 +725,12 @@ static void *worker_main(void *arg)
                         pthread_mutex_lock(&mgr->lock);
                         continue;
                 }
+                if (bury_one_stale_member(mgr))
+                        continue;
                 for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
                         struct profile_slot *slot = mgr->profiles[i];
-                        if (slot->pool_len + slot->starting + slot->warming < slot->pool_target)
+                        if (pool_current_len(slot) + slot->starting + slot->warming <
+                            slot->pool_target)
                                 todo = slot;
                 }
                 if (todo) {
@@ -589,8 +751,19 @@ static void *worker_main(void *arg)
                                 /* Do not spin on a profile that cannot start. */
                                 todo->pool_target = 0;
                                 todo->pool_failed = true;
-                        } else if (mgr->stopping || todo->pool_len >= todo->pool_target) {
-                                sandbox_free(sb);
+                        } else if (mgr->stopping || pool_current_len(todo) >= todo->pool_target ||
+                                   sandbox_zygote_generation(sb) !=
+                                           atomic_load(&todo->generation)) {
+                                /* Not needed, or forked from a zygote replaced meanwhile. */
+                                session_bury(mgr, sb);
+                        } else if (pool_find_stale(todo) >= 0) {
+                                /* A current member takes the place of a stale one. */
+                                struct pool_member *m = &todo->pool[pool_find_stale(todo)];
+                                session_bury(mgr, m->sb);
+                                *m = (struct pool_member){ .sb = sb,
+                                                           .generation =
+                                                                   sandbox_zygote_generation(sb) };
+                                memcpy(m->id, id, sizeof(id));
                         } else {
                                 if (todo->pool_len == todo->pool_cap) {
                                         unsigned cap = todo->pool_cap ? todo->pool_cap * 2 : 4;
@@ -606,6 +779,8 @@ static void *worker_main(void *arg)
                                 todo->pool[todo->pool_len].sb = sb;
                                 memcpy(todo->pool[todo->pool_len].id, id, sizeof(id));
                                 todo->pool[todo->pool_len].warm = false;
+                                todo->pool[todo->pool_len].generation =
+                                        sandbox_zygote_generation(sb);
                                 todo->pool_len++;
                         }
                         continue;
@@ -653,9 +828,18 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 mgr->cfg.delete_after_ms = DEFAULT_DELETE_AFTER_MS;
         if (!mgr->cfg.max_stopped_bytes)
                 mgr->cfg.max_stopped_bytes = DEFAULT_MAX_STOPPED_BYTES;
+        mgr->zygote_max_forks = !cfg->zygote_max_sessions ? DEFAULT_ZYGOTE_MAX_SESSIONS
+                                : cfg->zygote_max_sessions == SESSION_ZYGOTE_NEVER
+                                        ? 0
+                                        : cfg->zygote_max_sessions;
+        mgr->zygote_max_age_ms = !cfg->zygote_max_age_ms ? DEFAULT_ZYGOTE_MAX_AGE_MS
+                                 : cfg->zygote_max_age_ms == SESSION_ZYGOTE_NEVER
+                                         ? 0
+                                         : cfg->zygote_max_age_ms;
         pthread_mutex_init(&mgr->lock, NULL);
         pthread_mutex_init(&mgr->grave_lock, NULL);
         pthread_cond_init(&mgr->wake, NULL);
+        pthread_cond_init(&mgr->rotate_wake, NULL);
         mgr->runner_path = sandbox_find_runner();
         if (!mgr->runner_path) {
                 free(mgr);
@@ -718,6 +902,17 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 return airlock_error_set(err, -r, "cannot start the session worker");
         }
         mgr->worker_started = true;
+        if (mgr->cfg.mode == JAIL_NAMESPACES && (mgr->zygote_max_forks || mgr->zygote_max_age_ms)) {
+                r = pthread_create(&mgr->rotator, NULL, rotator_main, mgr);
+                if (r != 0) {
+                        session_manager_free(mgr);
+                        return airlock_error_set(err, -r, "cannot start the zygote rotator");
+                }
+                mgr->rotator_started = true;
+        } else if (mgr->cfg.mode == JAIL_NAMESPACES) {
+                log_warn("msg=\"zygotes are never replaced: every session of a profile shares "
+                         "one address-space layout and hash secret for the daemon's life\"");
+        }
         *ret_mgr = mgr;
         return 0;
 }
@@ -730,6 +925,7 @@ void session_manager_shutdown(struct session_manager *mgr)
         pthread_mutex_lock(&mgr->lock);
         mgr->stopping = true;
         pthread_cond_broadcast(&mgr->wake);
+        pthread_cond_broadcast(&mgr->rotate_wake);
         n = mgr->n_sessions;
         all = calloc(n ? n : 1, sizeof(*all));
         for (unsigned i = 0; all && i < n; i++)
@@ -769,9 +965,12 @@ void session_manager_free(struct session_manager *mgr)
         pthread_mutex_lock(&mgr->lock);
         mgr->stopping = true;
         pthread_cond_broadcast(&mgr->wake);
+        pthread_cond_broadcast(&mgr->rotate_wake);
         pthread_mutex_unlock(&mgr->lock);
         if (mgr->worker_started)
                 (void) pthread_join(mgr->worker, NULL);
+        if (mgr->rotator_started)
+                (void) pthread_join(mgr->rotator, NULL);
 
         pthread_mutex_lock(&mgr->lock);
         while (mgr->n_sessions > 0)
@@ -799,6 +998,7 @@ void session_manager_free(struct session_manager *mgr)
         free(mgr->grave);
         pthread_mutex_destroy(&mgr->grave_lock);
         pthread_cond_destroy(&mgr->wake);
+        pthread_cond_destroy(&mgr->rotate_wake);
         pthread_mutex_destroy(&mgr->lock);
         free(mgr);
 }
@@ -1100,13 +1300,14 @@ static json_t *profile_json(const struct profile *p)
         } else {
                 imports = json_null();
         }
-        return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:{s:I, s:f, s:i, s:f, s:I, s:I, "
-                         "s:I}}",
+        return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:{s:I, s:f, s:i, s:f, s:I, "
+                         "s:I, s:I}}",
                          "name", p->name, "description", p->description, "languages", langs,
                          "preload", preload, "imports", imports, "policy",
                          p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "network",
-                         "none", "limits", "memory_bytes", (json_int_t) p->limits.memory_bytes,
-                         "cpus", p->limits.cpu_millicpus / 1000.0, "pids", (int) p->limits.pids,
+                         "none", "start", p->start == PROFILE_START_COLD ? "cold" : "zygote",
+                         "limits", "memory_bytes", (json_int_t) p->limits.memory_bytes, "cpus",
+                         p->limits.cpu_millicpus / 1000.0, "pids", (int) p->limits.pids,
                          "timeout_s", p->limits.timeout_ms / 1000.0, "output_bytes",
                          (json_int_t) p->limits.output_bytes, "workspace_bytes",
                          (json_int_t) p->limits.workspace_bytes, "tmp_bytes",

@@ -43,7 +43,15 @@ struct session_manager_config {
          * the daemon's own cgroup; an upload that would pass it is refused. 0 = none. */
         uint64_t max_session_memory;
         const char *const *pool_profiles; /* profiles warm from the start; NULL = {"default"} */
+        /* Namespaces mode: a profile's zygote is replaced in the background once it has forked
+         * zygote_max_sessions sandboxes or is zygote_max_age_ms old, so that one address-space
+         * layout and one Python hash secret serve few sessions (docs/SECURITY.md). 0 = the
+         * default (256 sandboxes, 10 minutes); SESSION_ZYGOTE_NEVER = no such limit. */
+        unsigned zygote_max_sessions;
+        uint64_t zygote_max_age_ms;
 };
+
+#define SESSION_ZYGOTE_NEVER UINT32_MAX /* for zygote_max_sessions and zygote_max_age_ms */
 
 /* Creates the manager and starts the warm pools. Returns 0 or -errno with err set. */
 int session_manager_new(const struct session_manager_config *cfg, struct session_manager **ret_mgr,

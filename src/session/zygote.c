@@ -28,17 +28,29 @@
 
 struct zygote {
         atomic_int refs;
-        pthread_mutex_t lock; /* one fork exchange at a time; guards slots */
+        pthread_mutex_t lock; /* one fork exchange at a time; guards slots and forks */
         struct jail *jail;
         const struct profile *profile;
         const struct jail_features *features;
         bool used[ZYGOTE_SLOTS];
         unsigned next_slot;
         bool broken;
+        unsigned generation; /* unique in this daemon, never 0 */
+        unsigned forks;      /* sandboxes forked so far */
+        uint64_t ready_ns;   /* monotonic time the zygote said ready */
 };
+
+/* Every zygote started by this daemon gets the next number: pool members remember theirs, so
+ * the manager can tell members of a replaced zygote from current ones. */
+static atomic_uint last_generation;
 
 static void zygote_destroy(struct zygote *z)
 {
+        if (z->ready_ns)
+                log_info(
+                        "profile=%s msg=\"zygote retired after %u forks and %.0f s\" generation=%u",
+                        z->profile->name, z->forks, (double) (now_ns() - z->ready_ns) / 1e9,
+                        z->generation);
         z->jail = jail_free(z->jail);
         pthread_mutex_destroy(&z->lock);
         free(z);
@@ -54,6 +66,22 @@ void zygote_unref(struct zygote *z)
 {
         if (z && atomic_fetch_sub(&z->refs, 1) == 1)
                 zygote_destroy(z);
+}
+
+unsigned zygote_generation(const struct zygote *z)
+{
+        return z->generation;
+}
+
+bool zygote_is_due(struct zygote *z, unsigned max_forks, uint64_t max_age_ms)
+{
+        bool due;
+
+        pthread_mutex_lock(&z->lock);
+        due = (max_forks && z->forks >= max_forks) ||
+              (max_age_ms && now_ns() - z->ready_ns >= max_age_ms * 1000000ULL);
+        pthread_mutex_unlock(&z->lock);
+        return due;
 }
 
 bool zygote_is_alive(struct zygote *z)
@@ -180,7 +208,11 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
                 }
         }
         json_decref(frame);
-        log_info("profile=%s msg=\"zygote ready in %.1f ms\"", p->name, z->jail->setup_ns / 1e6);
+        z->generation = atomic_fetch_add(&last_generation, 1) + 1;
+        z->ready_ns = now_ns();
+        /* Tests and benchmarks wait for 'profile=NAME msg="zygote ready': keep that prefix. */
+        log_info("profile=%s msg=\"zygote ready in %.1f ms\" generation=%u", p->name,
+                 z->jail->setup_ns / 1e6, z->generation);
         *ret_z = z;
         return 0;
 }
@@ -268,6 +300,8 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
                 r = wire_recv_ex(z->jail->ctl_fd, 4096, &frame, fds, WIRE_FDS_MAX, &n_fds, NULL);
         if (r < 0)
                 z->broken = true; /* the exchange is out of step: never reuse this zygote */
+        else
+                z->forks++; /* counted at the request: a failed session used the layout too */
         pthread_mutex_unlock(&z->lock);
 
         op = frame ? json_string_value(json_object_get(frame, "op")) : NULL;

@@ -582,13 +582,13 @@ def start_daemon_or_fail(pytest, **kw):
     return d
 
 
-def daemon_fixture(pytest, args=("--pool-size", "1")):
+def daemon_fixture(pytest, args=("--pool-size", "1"), **kw):
     """A module-scoped fixture: one daemon per test module, stopped with SIGTERM at the end,
-    its exit status and leftovers checked."""
+    its exit status and leftovers checked. kw goes to Daemon (env=...)."""
 
     @pytest.fixture(scope="module")
     def daemon():
-        d = start_daemon_or_fail(pytest, args=args)
+        d = start_daemon_or_fail(pytest, args=args, **kw)
         try:
             yield d
         finally:

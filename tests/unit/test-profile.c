@@ -254,6 +254,7 @@ Test(parse, defaults)
         cr_expect_null(p->preload[0]);
         cr_expect_null(p->imports);
         cr_expect_eq(p->policy, PROFILE_POLICY_NONE);
+        cr_expect_eq(p->start, PROFILE_START_ZYGOTE);
         cr_expect_str_eq(p->rootfs, "/");
         cr_assert_not_null(p->env);
         cr_expect_null(p->env[0]);
@@ -265,6 +266,7 @@ Test(parse, alternative_value_forms)
                 "{\"description\": \"d\", \"languages\": [\"python\"], \"imports\": [],"
                 " \"preload\": [\"a.b_c.D9\"], \"policy\": \"restricted\", \"network\": \"none\","
                 " \"rootfs\": \"/srv/rootfs\", \"env\": {\"_X1\": \"\", \"LANG\": \"C.UTF-8\"},"
+                " \"start\": \"cold\","
                 " \"limits\": {\"memory\": 16777216, \"cpus\": 0.5, \"pids\": 8,"
                 " \"timeout\": 1.5, \"output\": \"2 kb\", \"workspace\": \"1MiB\","
                 " \"tmp\": \"1T\", \"files\": 65536}}";
@@ -279,6 +281,7 @@ Test(parse, alternative_value_forms)
         expect_strv_eq(p->preload, preload, "preload");
         expect_strv_eq(p->env, env, "env");
         cr_expect_eq(p->policy, PROFILE_POLICY_RESTRICTED);
+        cr_expect_eq(p->start, PROFILE_START_COLD);
         cr_expect_str_eq(p->rootfs, "/srv/rootfs");
         cr_expect_eq(p->limits.memory_bytes, 16 * MIB);
         cr_expect_eq(p->limits.cpu_millicpus, 500);
@@ -371,6 +374,9 @@ static const struct bad_case bad_cases[] = {
         { WITH("\"policy\": 1"), "policy" },
         { WITH("\"policy\": \"strict\""), "policy" },
         { WITH("\"policy\": null"), "policy" },
+        { WITH("\"start\": \"warm\""), "start" },
+        { WITH("\"start\": false"), "start" },
+        { WITH("\"start\": null"), "start" },
         { WITH("\"network\": 0"), "network" },
         { WITH("\"network\": \"host\""), "network" },
         { WITH("\"rootfs\": 1"), "rootfs" },
