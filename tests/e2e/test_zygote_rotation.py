@@ -61,8 +61,22 @@ def _aslr_or_skip():
 # The daemons find these profiles through AIRLOCK_PROFILES_DIR; removed when Python exits.
 PROFILES_DIR = pathlib.Path(tempfile.mkdtemp(prefix="airlock-e2e-zygote-profiles-"))
 atexit.register(shutil.rmtree, PROFILES_DIR, True)
-for _name, _body in PROFILES.items():
-    (PROFILES_DIR / f"{_name}.json").write_text(json.dumps(_body))
+
+
+def _write_profiles():
+    PROFILES_DIR.mkdir(exist_ok=True)
+    for name, body in PROFILES.items():
+        (PROFILES_DIR / f"{name}.json").write_text(json.dumps(body))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def profiles_on_disk():
+    """Written again when the module's tests start: the directory was made when the suite was
+    collected, and a long suite on a shared machine may see /tmp cleaned meanwhile."""
+    _write_profiles()
+
+
+_write_profiles()
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_") or k == "AIRLOCK_LOG"}
 ENV["AIRLOCK_PROFILES_DIR"] = str(PROFILES_DIR)
 # These tests start zygotes often. A daemon that starts removes the empty airlock-zygote-* and
