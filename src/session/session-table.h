@@ -117,10 +117,7 @@ struct session_manager {
         unsigned n_grave, cap_grave;
 };
 
-/* session.c */
-void session_make_id(char id[SESSION_ID_LEN + 1]);
-void session_format_time(time_t t, char buf[32]);
-struct session *session_ref(struct session *s);
+/* slots.c */
 int session_profile_slot(struct session_manager *mgr, const char *name,
                          struct profile_slot **ret_slot, struct airlock_error *err);
 /* A sandbox for a new or resumed session: a warm one from the pool, else a fresh fork.
@@ -128,6 +125,22 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
 int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                          struct sandbox **ret_sb, char ret_id[SESSION_ID_LEN + 1],
                          struct airlock_error *err);
+/* A new sandbox for the profile (forked from its zygote, or a fresh exec for a cold profile
+ * and the modes without zygotes), its cgroup named "airlock-<id>". */
+int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot, const char *id,
+                          struct sandbox **ret_sb, struct airlock_error *err);
+/* The pool's members from the current zygote generation, and where a stale one is (-1: none).
+ * The manager's lock held. */
+bool session_pool_member_is_current(const struct profile_slot *slot, const struct pool_member *m);
+unsigned session_pool_current_len(const struct profile_slot *slot);
+int session_pool_find_stale(const struct profile_slot *slot);
+/* The rotator thread's body (arg: the manager). */
+void *session_rotator_main(void *arg);
+
+/* session.c */
+void session_make_id(char id[SESSION_ID_LEN + 1]);
+void session_format_time(time_t t, char buf[32]);
+struct session *session_ref(struct session *s);
 struct session *session_new_object(struct session_manager *mgr, const char *id,
                                    const struct profile *p);
 int session_table_add(struct session_manager *mgr, struct session *s);     /* lock held */

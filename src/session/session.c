@@ -32,9 +32,6 @@
 #define DEFAULT_MAX_STOPPED_BYTES (1ULL << 30)
 #define DEFAULT_ZYGOTE_MAX_SESSIONS 256
 #define DEFAULT_ZYGOTE_MAX_AGE_MS (10ULL * 60 * 1000)
-/* A replacement zygote that failed to start is tried again this much later; meanwhile the
- * old one goes on serving (and the log says so). */
-#define ZYGOTE_RETRY_MS 30000
 
 /* Records of ended sessions are kept this long, so late calls still learn what happened. */
 #define STORE_KEEP_S (7LL * 24 * 3600)
@@ -59,264 +56,6 @@ void session_format_time(time_t t, char buf[32])
 
         (void) gmtime_r(&t, &tm);
         (void) strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* Loads (once) and returns the profile slot for name. Called with the manager's lock held. */
-int session_profile_slot(struct session_manager *mgr, const char *name,
-                         struct profile_slot **ret_slot, struct airlock_error *err)
-{
-        struct profile_slot **slots, *slot;
-        struct profile *p = NULL;
-        int r;
-
-        for (unsigned i = 0; i < mgr->n_profiles; i++)
-                if (strcmp(mgr->profiles[i]->profile->name, name) == 0) {
-                        *ret_slot = mgr->profiles[i];
-                        return 0;
-                }
-        /* Only names: a client must not make the daemon read files by path. */
-        if (!profile_name_is_valid(name))
-                return airlock_error_set(err, -EINVAL, "'%s' is not a valid profile name", name);
-        r = profile_load(name, &p, err);
-        if (r < 0)
-                return r;
-        slot = calloc(1, sizeof(*slot));
-        slots = slot ? realloc(mgr->profiles, (mgr->n_profiles + 1) * sizeof(*slots)) : NULL;
-        if (!slots) {
-                free(slot);
-                profile_free(p);
-                return -ENOMEM;
-        }
-        mgr->profiles = slots;
-        r = sandbox_build_env(p, NULL, &slot->envp);
-        if (r < 0) {
-                free(slot);
-                profile_free(p);
-                return r;
-        }
-        slot->profile = p;
-        pthread_mutex_init(&slot->zlock, NULL);
-        slots[mgr->n_profiles++] = slot;
-        *ret_slot = slot;
-        return 0;
-}
-
-/* Makes z (a reference, taken) the profile's zygote. zlock held. */
-static void install_zygote(struct profile_slot *slot, struct zygote *z)
-{
-        slot->zygote = z;
-        atomic_store(&slot->generation, zygote_generation(z));
-}
-
-/* Returns the profile's zygote (a new reference), starting it, or replacing it when it died.
- * A zygote that is merely due for replacement goes on serving: the rotator replaces it. */
-static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, struct zygote **ret_z,
-                      struct airlock_error *err)
-{
-        struct zygote *z = NULL;
-        int r = 0;
-
-        pthread_mutex_lock(&slot->zlock);
-        if (slot->zygote && !zygote_is_alive(slot->zygote)) {
-                log_warn("profile=%s msg=\"zygote died, starting a new one\"", slot->profile->name);
-                zygote_unref(slot->zygote);
-                slot->zygote = NULL;
-        }
-        if (!slot->zygote) {
-                r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path, &z,
-                                 err);
-                if (r >= 0)
-                        install_zygote(slot, z);
-        }
-        if (r >= 0)
-                *ret_z = zygote_ref(slot->zygote);
-        pthread_mutex_unlock(&slot->zlock);
-        return r;
-}
-
-/* Replaces the profile's zygote when it is due, starting the new one without holding zlock,
- * so that sessions go on forking from the old one meanwhile. The old zygote is only let go
- * here: every sandbox forked from it holds a reference (its sessions live in the zygote's pid
- * namespace and die with it), so it exits when the last of them and any fork in flight are
- * done. Pool members it made become stale; the worker replaces them. Returns whether it
- * replaced one. */
-static bool rotate_zygote(struct session_manager *mgr, struct profile_slot *slot)
-{
-        struct airlock_error err = { { 0 } };
-        struct zygote *old = NULL, *z = NULL;
-        uint64_t now = now_ns();
-        bool due, swapped = false;
-        int r;
-
-        pthread_mutex_lock(&slot->zlock);
-        if (slot->zygote && now >= slot->rotate_retry_ns)
-                old = zygote_ref(slot->zygote);
-        pthread_mutex_unlock(&slot->zlock);
-        if (!old)
-                return false;
-        due = zygote_is_due(old, mgr->zygote_max_forks, mgr->zygote_max_age_ms);
-        if (!due) {
-                zygote_unref(old);
-                return false;
-        }
-        r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path, &z, &err);
-        pthread_mutex_lock(&slot->zlock);
-        if (r < 0) {
-                slot->rotate_retry_ns = now_ns() + ZYGOTE_RETRY_MS * 1000000ULL;
-        } else if (slot->zygote == old) {
-                install_zygote(slot, TAKE_PTR(z));
-                swapped = true;
-        }
-        pthread_mutex_unlock(&slot->zlock);
-        if (r < 0)
-                log_error("profile=%s msg=\"cannot replace the zygote, the old one goes on "
-                          "serving: %s\" generation=%u",
-                          slot->profile->name, err.msg, zygote_generation(old));
-        if (swapped) {
-                log_info("profile=%s msg=\"zygote replaced: new sessions get a new layout and "
-                         "hash secret\" generation=%u old_generation=%u",
-                         slot->profile->name, atomic_load(&slot->generation),
-                         zygote_generation(old));
-                zygote_unref(old); /* the slot's reference */
-                pthread_mutex_lock(&mgr->lock);
-                pthread_cond_signal(&mgr->wake); /* the worker refreshes the pool */
-                pthread_mutex_unlock(&mgr->lock);
-        }
-        zygote_unref(z); /* a dead zygote was replaced meanwhile (get_zygote): keep that one */
-        zygote_unref(old);
-        return swapped;
-}
-
-/* The rotator thread: checks every profile's zygote once a second, or when a fork made one
- * due, and replaces those that are. */
-static void *rotator_main(void *arg)
-{
-        struct session_manager *mgr = arg;
-
-        pthread_mutex_lock(&mgr->lock);
-        while (!mgr->stopping) {
-                struct timespec until;
-                bool busy = false;
-
-                /* Slots are never freed before this thread is joined, and a slot pointer does
-                 * not move when the array grows; its length is read under the lock. */
-                for (unsigned i = 0; i < mgr->n_profiles && !mgr->stopping; i++) {
-                        struct profile_slot *slot = mgr->profiles[i];
-                        pthread_mutex_unlock(&mgr->lock);
-                        busy |= rotate_zygote(mgr, slot);
-                        pthread_mutex_lock(&mgr->lock);
-                }
-                if (busy || mgr->stopping)
-                        continue;
-                (void) clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += 1;
-                (void) pthread_cond_timedwait(&mgr->rotate_wake, &mgr->lock, &until);
-        }
-        pthread_mutex_unlock(&mgr->lock);
-        return NULL;
-}
-
-/* A new sandbox for the profile, its cgroup named "airlock-<id>": a new session takes that id,
- * so its cgroup bears its name; a resumed one keeps its own id. */
-static int start_sandbox(struct session_manager *mgr, struct profile_slot *slot, const char *id,
-                         struct sandbox **ret_sb, struct airlock_error *err)
-{
-        const struct profile *p = slot->profile;
-        char name[64];
-
-        (void) snprintf(name, sizeof(name), "airlock-%s", id);
-        if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
-                struct cgroup_limits limits = {
-                        .memory_max = p->limits.memory_bytes,
-                        .pids_max = p->limits.pids,
-                        .cpu_millicpus = p->limits.cpu_millicpus,
-                };
-                struct zygote *z = NULL;
-                int r = get_zygote(mgr, slot, &z, err);
-                if (r < 0)
-                        return r;
-                r = zygote_fork(z, name, &limits, ret_sb, err);
-                if (r >= 0 && zygote_is_due(z, mgr->zygote_max_forks, 0)) {
-                        pthread_mutex_lock(&mgr->lock);
-                        pthread_cond_signal(&mgr->rotate_wake);
-                        pthread_mutex_unlock(&mgr->lock);
-                }
-                zygote_unref(z);
-                return r;
-        }
-        /* A fresh exec of the runner in a sandbox of its own: its own address-space layout,
-         * hash secret and stack canary (profiles with "start": "cold", and the process and
-         * none modes, which have no zygote). */
-        return sandbox_start(mgr->cfg.features,
-                             &(struct sandbox_options){ .mode = mgr->cfg.mode,
-                                                        .profile = p,
-                                                        .name = name,
-                                                        .runner_path = mgr->runner_path,
-                                                        .preload = true },
-                             ret_sb, err);
-}
-
-/* Whether m was forked from the profile's current zygote (a sandbox of its own exec, of
- * generation 0, always is). */
-static bool pool_member_is_current(const struct profile_slot *slot, const struct pool_member *m)
-{
-        return m->generation == atomic_load(&slot->generation);
-}
-
-static unsigned pool_current_len(const struct profile_slot *slot)
-{
-        unsigned n = 0;
-
-        for (unsigned i = 0; i < slot->pool_len; i++)
-                n += pool_member_is_current(slot, &slot->pool[i]);
-        return n;
-}
-
-/* The index of a stale member of the pool, or -1. */
-static int pool_find_stale(const struct profile_slot *slot)
-{
-        for (unsigned i = 0; i < slot->pool_len; i++)
-                if (!pool_member_is_current(slot, &slot->pool[i]))
-                        return (int) i;
-        return -1;
-}
-
-int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
-                         struct sandbox **ret_sb, char ret_id[SESSION_ID_LEN + 1],
-                         struct airlock_error *err)
-{
-        struct sandbox *sb = NULL;
-
-        pthread_mutex_lock(&mgr->lock);
-        /* Every profile in use gets a warm pool, so its next create is a hand-over; profiles
-         * nobody uses cost nothing. */
-        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
-                slot->pool_target = mgr->cfg.pool_size;
-        if (slot->pool_len > 0) {
-                /* A member of the current zygote if there is one, and a warm one before a cold
-                 * one. A stale member (its zygote was replaced) is handed over only while no
-                 * current one is ready, for the moment the worker takes to replace it: a
-                 * create never waits for a fork. */
-                unsigned k = 0, best = 0;
-                for (unsigned i = 0; i < slot->pool_len; i++) {
-                        unsigned score = 1 +
-                                         (pool_member_is_current(slot, &slot->pool[i]) ? 2 : 0) +
-                                         (slot->pool[i].warm ? 1 : 0);
-                        if (score > best)
-                                k = i, best = score;
-                }
-                sb = slot->pool[k].sb;
-                memcpy(ret_id, slot->pool[k].id, SESSION_ID_LEN + 1);
-                slot->pool[k] = slot->pool[--slot->pool_len];
-                pthread_cond_signal(&mgr->wake); /* refill */
-        }
-        pthread_mutex_unlock(&mgr->lock);
-        if (sb) {
-                *ret_sb = sb;
-                return 0;
-        }
-        session_make_id(ret_id);
-        return start_sandbox(mgr, slot, ret_id, ret_sb, err);
 }
 
 void session_remember_ended(struct session_manager *mgr, const char *id, bool lost,
@@ -617,7 +356,8 @@ static bool warm_one_member(struct session_manager *mgr)
         for (unsigned i = 0; i < mgr->n_profiles && !slot; i++)
                 for (unsigned k = 0; k < mgr->profiles[i]->pool_len; k++)
                         if (!mgr->profiles[i]->pool[k].warm &&
-                            pool_member_is_current(mgr->profiles[i], &mgr->profiles[i]->pool[k])) {
+                            session_pool_member_is_current(mgr->profiles[i],
+                                                           &mgr->profiles[i]->pool[k])) {
                                 slot = mgr->profiles[i];
                                 m = slot->pool[k];
                                 slot->pool[k] = slot->pool[--slot->pool_len];
@@ -634,8 +374,8 @@ static bool warm_one_member(struct session_manager *mgr)
                 log_warn("profile=%s msg=\"a warm session failed its warm-up: %s\"",
                          slot->profile->name, err.msg);
                 sandbox_free(m.sb);
-        } else if (mgr->stopping || pool_current_len(slot) >= slot->pool_target ||
-                   slot->pool_len == slot->pool_cap || !pool_member_is_current(slot, &m)) {
+        } else if (mgr->stopping || session_pool_current_len(slot) >= slot->pool_target ||
+                   slot->pool_len == slot->pool_cap || !session_pool_member_is_current(slot, &m)) {
                 sandbox_free(m.sb);
         } else {
                 m.warm = true;
@@ -651,8 +391,8 @@ static bool bury_one_stale_member(struct session_manager *mgr)
 {
         for (unsigned i = 0; i < mgr->n_profiles; i++) {
                 struct profile_slot *slot = mgr->profiles[i];
-                int k = pool_find_stale(slot);
-                if (k >= 0 && pool_current_len(slot) >= slot->pool_target) {
+                int k = session_pool_find_stale(slot);
+                if (k >= 0 && session_pool_current_len(slot) >= slot->pool_target) {
                         session_bury(mgr, slot->pool[k].sb);
                         slot->pool[k] = slot->pool[--slot->pool_len];
                         return true;
@@ -729,7 +469,7 @@ static void *worker_main(void *arg)
                         continue;
                 for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
                         struct profile_slot *slot = mgr->profiles[i];
-                        if (pool_current_len(slot) + slot->starting + slot->warming <
+                        if (session_pool_current_len(slot) + slot->starting + slot->warming <
                             slot->pool_target)
                                 todo = slot;
                 }
@@ -742,7 +482,7 @@ static void *worker_main(void *arg)
                         todo->starting++;
                         session_make_id(id);
                         pthread_mutex_unlock(&mgr->lock);
-                        r = start_sandbox(mgr, todo, id, &sb, &err);
+                        r = session_start_sandbox(mgr, todo, id, &sb, &err);
                         pthread_mutex_lock(&mgr->lock);
                         todo->starting--;
                         if (r < 0) {
@@ -751,14 +491,15 @@ static void *worker_main(void *arg)
                                 /* Do not spin on a profile that cannot start. */
                                 todo->pool_target = 0;
                                 todo->pool_failed = true;
-                        } else if (mgr->stopping || pool_current_len(todo) >= todo->pool_target ||
+                        } else if (mgr->stopping ||
+                                   session_pool_current_len(todo) >= todo->pool_target ||
                                    sandbox_zygote_generation(sb) !=
                                            atomic_load(&todo->generation)) {
                                 /* Not needed, or forked from a zygote replaced meanwhile. */
                                 session_bury(mgr, sb);
-                        } else if (pool_find_stale(todo) >= 0) {
+                        } else if (session_pool_find_stale(todo) >= 0) {
                                 /* A current member takes the place of a stale one. */
-                                struct pool_member *m = &todo->pool[pool_find_stale(todo)];
+                                struct pool_member *m = &todo->pool[session_pool_find_stale(todo)];
                                 session_bury(mgr, m->sb);
                                 *m = (struct pool_member){ .sb = sb,
                                                            .generation =
@@ -903,7 +644,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         }
         mgr->worker_started = true;
         if (mgr->cfg.mode == JAIL_NAMESPACES && (mgr->zygote_max_forks || mgr->zygote_max_age_ms)) {
-                r = pthread_create(&mgr->rotator, NULL, rotator_main, mgr);
+                r = pthread_create(&mgr->rotator, NULL, session_rotator_main, mgr);
                 if (r != 0) {
                         session_manager_free(mgr);
                         return airlock_error_set(err, -r, "cannot start the zygote rotator");
