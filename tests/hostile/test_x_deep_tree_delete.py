@@ -89,14 +89,18 @@ for k in range(3):             # three writers: more entries appear than one thr
     pid = os.fork()
     if pid == 0:
         i, code = 0, 0
-        while time.monotonic() < end:
-            try:
-                os.close(os.open(f"w{k}-{i}", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
-                i += 1
-            except FileNotFoundError:
-                code = 3       # the directory was removed under us
-                break
-        os._exit(code)
+        try:
+            while time.monotonic() < end:
+                try:
+                    os.close(os.open(f"w{k}-{i}", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+                    i += 1
+                except FileNotFoundError:
+                    code = 3   # the directory was removed under us
+                    break
+                except OSError:
+                    time.sleep(0.01)   # the workspace's inodes ran out: wait for the delete
+        finally:
+            os._exit(code)
     kids.append(pid)
 gone = [os.waitpid(p, 0)[1] for p in kids]
 print("removed under the writers" if any(os.waitstatus_to_exitcode(g) == 3 for g in gone)
