@@ -55,7 +55,6 @@ struct conn_guard {
         unsigned high_water;     /* above this, a new connection makes room */
         unsigned max_per_client; /* 0 = no cap */
         uint64_t request_timeout_ns;
-        uint64_t closed_total;
         /* What happened since the reaper last logged: one line per round, not per connection,
          * however many a flood brings. */
         unsigned late[2], evicted, refused;
@@ -91,7 +90,6 @@ static void close_entry(struct conn_guard *g, struct entry *e)
 {
         e->closing = true;
         (void) shutdown(e->fd, SHUT_RDWR);
-        g->closed_total++;
         (void) snprintf(g->last_addr, sizeof(g->last_addr), "%s", e->addr);
 }
 
@@ -255,14 +253,6 @@ void conn_guard_active(struct MHD_Connection *conn)
 void conn_guard_idle(struct MHD_Connection *conn)
 {
         set_phase(conn, PHASE_IDLE, 0);
-}
-
-void conn_guard_counts(struct conn_guard *g, unsigned *ret_open, uint64_t *ret_closed)
-{
-        pthread_mutex_lock(&g->lock);
-        *ret_open = g->n_open;
-        *ret_closed = g->closed_total;
-        pthread_mutex_unlock(&g->lock);
 }
 
 static void *reaper(void *userdata)

@@ -46,8 +46,5 @@ void conn_guard_body(struct MHD_Connection *conn, uint64_t declared);
 void conn_guard_active(struct MHD_Connection *conn);
 void conn_guard_idle(struct MHD_Connection *conn);
 
-/* Connections open now, and how many the guard closed since it started. */
-void conn_guard_counts(struct conn_guard *g, unsigned *ret_open, uint64_t *ret_closed);
-
 /* After libmicrohttpd stopped (every connection notified closed). Accepts NULL. */
 struct conn_guard *conn_guard_free(struct conn_guard *g);

@@ -20,7 +20,7 @@ struct dispatch {
         pthread_cond_t gone; /* a worker ended */
         struct dispatch_job *head, *tail;
         unsigned max_threads;
-        unsigned n_threads, n_idle;
+        unsigned n_threads;
         size_t n_jobs; /* queued + running */
         bool ending;
 };
@@ -48,9 +48,7 @@ static void *worker(void *userdata)
                         break;
                 (void) clock_gettime(CLOCK_MONOTONIC, &deadline);
                 deadline.tv_sec += IDLE_EXIT_S;
-                d->n_idle++;
                 int r = pthread_cond_timedwait(&d->work, &d->lock, &deadline);
-                d->n_idle--;
                 if (r == ETIMEDOUT && !d->head && d->n_threads > 1)
                         break;
         }
@@ -127,16 +125,6 @@ void dispatch_submit(struct dispatch *d, struct dispatch_job *job)
         }
         pthread_cond_signal(&d->work);
         pthread_mutex_unlock(&d->lock);
-}
-
-size_t dispatch_pending(struct dispatch *d)
-{
-        size_t n;
-
-        pthread_mutex_lock(&d->lock);
-        n = d->n_jobs;
-        pthread_mutex_unlock(&d->lock);
-        return n;
 }
 
 struct dispatch *dispatch_free(struct dispatch *d)

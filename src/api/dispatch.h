@@ -22,9 +22,6 @@ int dispatch_new(unsigned max_threads, struct dispatch **ret);
  * be made the job waits for a busy worker to finish. */
 void dispatch_submit(struct dispatch *d, struct dispatch_job *job);
 
-/* Jobs queued or running. */
-size_t dispatch_pending(struct dispatch *d);
-
 /* Waits until every queued job has run and every worker has ended, then frees the pool.
  * Accepts NULL, returns NULL. */
 struct dispatch *dispatch_free(struct dispatch *d);
