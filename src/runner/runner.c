@@ -600,6 +600,8 @@ int main(int argc, char **argv)
                 (void) sigaction(SIGCHLD, &sa, NULL);
         }
 
+        /* Set for a zygote only (src/session/zygote.c), for the loader: not for user code. */
+        (void) unsetenv("LD_BIND_NOW");
         r = python_start();
         if (r < 0) {
                 char msg[1024];

@@ -3,16 +3,20 @@
  * namespaces with the sandbox's root (see jail_config.zygote_slots) but keeps its capabilities
  * there, because each session needs new namespaces of its own:
  *
- *   zygote Z --fork--> C: new user namespace (Z maps 0 and 1000 to the session's unique ids),
- *                         new mount, pid, ipc, uts and net namespaces; forks G, exits
- *              G (pid 1 of the session): says hello with its pid (SCM_CREDENTIALS), waits while
- *                         the daemon attaches its cgroup, then builds the session's own root,
- *                         applies Landlock, drops every credential, sets rlimits, closes every
- *                         fd and loads seccomp; forks P and stays as init, reporting P's exit
- *              P: reseeds the random generators and serves cells on fd 3.
+ *   zygote Z --clone--> G: new user, mount, pid, ipc, uts and net namespaces in one step (the
+ *                         user namespace comes first and owns the others); Z maps 0 and 1000 in
+ *                         it to the session's unique ids. G is pid 1 of the session: it says
+ *                         hello with its pid (SCM_CREDENTIALS), waits while the daemon attaches
+ *                         its cgroup, then builds the session's own root, applies Landlock, drops
+ *                         every credential, sets rlimits, closes every fd and loads seccomp;
+ *                         forks P and stays as init, reporting P's exit
+ *              P: finishes Python's own after-fork work, reseeds the random generators and
+ *                         serves cells on fd 3.
  *
- * So a session costs a fork and the setup steps instead of an interpreter start, and every
- * layer of the one-shot sandbox holds per session. */
+ * So a session costs two forks of the zygote's image and the setup steps instead of an
+ * interpreter start, and every layer of the one-shot sandbox holds per session. Each fork of
+ * the image is costly (its page tables are copied, and torn down at exit; docs/PERFORMANCE.md),
+ * which is why G is cloned straight into its namespaces rather than forked and unshared. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -90,9 +94,8 @@ static _Noreturn void session_init_loop(pid_t p)
         }
 }
 
-/* Runs in C, the zygote's child. Returns only in P, the session's Python. */
-static void session_child(json_t *req, int ctl, int out, int err, int status, int sync_rd,
-                          int sync_wr)
+/* Runs in G, the zygote's child. Returns only in P, the session's Python. */
+static void session_child(json_t *req, int ctl, int out, int err, int status, int sync_rd)
 {
         struct jail_config cfg = {
                 .rootfs = "/",
@@ -114,23 +117,13 @@ static void session_child(json_t *req, int ctl, int out, int err, int status, in
         (void) close(CTL_FD);
         (void) signal(SIGCHLD, SIG_DFL);
 
-        if (unshare(CLONE_NEWUSER) < 0)
-                die("unshare user", -errno);
-        if (write(sync_wr, "u", 1) != 1 || read(sync_rd, &byte, 1) != 1)
+        /* The zygote maps our user namespace's ids, then lets us go on. */
+        if (read(sync_rd, &byte, 1) != 1)
                 _exit(127); /* the zygote gave up on us */
         (void) close(sync_rd);
-        (void) close(sync_wr);
         if (child_setresgid(0) < 0 || child_setresuid(0) < 0)
                 die("become namespace root", -errno);
-        if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) < 0)
-                die("unshare", -errno);
-        pid = fork();
-        if (pid < 0)
-                die("fork", -errno);
-        if (pid > 0)
-                _exit(0); /* G lives on under the zygote, which reaps it */
 
-        /* G: pid 1 of the session. */
         if (wire_send_ex(ctl, json_pack("{s:s}", "op", "hello"), NULL, 0, true) < 0)
                 _exit(127);
         if (wire_recv(ctl, 4096, &go) < 0)
@@ -188,11 +181,14 @@ static void session_child(json_t *req, int ctl, int out, int err, int status, in
                 (void) close(CTL_FD);
                 session_init_loop(pid);
         }
-        /* P: the session's Python; the caller goes on to serve cells. Its uid changed without
+        /* P: the session's Python; the caller goes on to serve cells. Python's own after-fork
+         * work (its locks, thread states and os.register_at_fork hooks) is done here, in the one
+         * process of the session that runs Python. Its uid changed without
          * an execve, which left it non-dumpable and its /proc files unreadable to itself; an
          * executed program would be dumpable again, and so is P. */
         (void) close(STATUS_FD);
         (void) prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        PyOS_AfterFork_Child();
 }
 
 static int write_nested_maps(pid_t pid, unsigned slot)
@@ -213,32 +209,34 @@ static int write_nested_maps(pid_t pid, unsigned slot)
 int zygote_fork(json_t *req)
 {
         unsigned slot = (unsigned) json_u64(req, "slot", 0);
-        int sv[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, up[2] = { -1, -1 },
-            down[2] = { -1, -1 }, st[2] = { -1, -1 };
-        struct pollfd pfd;
-        char byte;
+        int sv[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, down[2] = { -1, -1 },
+            st[2] = { -1, -1 };
         pid_t pid;
-        ssize_t got;
-        int r = 0, one = 1, n;
+        int r = 0, one = 1;
 
         if (slot >= JAIL_ZYGOTE_SLOTS_MAX)
                 return -EINVAL;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
-            pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0 ||
-            pipe2(down, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) {
+            pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(down, O_CLOEXEC) < 0 ||
+            pipe2(st, O_CLOEXEC) < 0) {
                 r = -errno;
                 goto out;
         }
         /* The daemon learns the session's pids from credentials sent on this socket. */
         (void) setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 
+        /* G in its own namespaces straight away: a raw clone, since glibc has no fork with
+         * flags. Z is single-threaded, so no lock of glibc's can be held across it; G runs no
+         * Python, and P, forked by G with glibc's fork, finishes Python's after-fork work. */
         PyOS_BeforeFork();
-        pid = fork();
+        pid = (pid_t) syscall(SYS_clone,
+                              CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                      CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD,
+                              NULL, NULL, NULL, 0);
         if (pid == 0) {
-                PyOS_AfterFork_Child();
                 (void) close(sv[0]), (void) close(out[0]), (void) close(err[0]);
-                (void) close(up[0]), (void) close(down[1]), (void) close(st[0]);
-                session_child(req, sv[1], out[1], err[1], st[1], down[0], up[1]);
+                (void) close(down[1]), (void) close(st[0]);
+                session_child(req, sv[1], out[1], err[1], st[1], down[0]);
                 return 1; /* P */
         }
         PyOS_AfterFork_Parent();
@@ -247,20 +245,7 @@ int zygote_fork(json_t *req)
                 goto out;
         }
 
-        /* Map the child's new user namespace once it has made it. */
-        /* A finished session's SIGCHLD may interrupt these waits: retry on EINTR. */
-        pfd = (struct pollfd){ .fd = up[0], .events = POLLIN };
-        do
-                n = poll(&pfd, 1, 5000);
-        while (n < 0 && errno == EINTR);
-        do
-                got = n == 1 ? read(up[0], &byte, 1) : -1;
-        while (got < 0 && errno == EINTR);
-        if (got != 1) {
-                r = -ETIMEDOUT;
-                (void) kill(pid, SIGKILL);
-                goto out;
-        }
+        /* Map the child's new user namespace, then let it go on. */
         r = write_nested_maps(pid, slot);
         if (r < 0 || write(down[1], "g", 1) != 1) {
                 (void) kill(pid, SIGKILL);
@@ -275,7 +260,7 @@ int zygote_fork(json_t *req)
         }
 out:
         for (int i = 0; i < 2; i++) {
-                int *fds[] = { &sv[i], &out[i], &err[i], &up[i], &down[i], &st[i] };
+                int *fds[] = { &sv[i], &out[i], &err[i], &down[i], &st[i] };
                 for (size_t k = 0; k < ELEMENTSOF(fds); k++)
                         if (*fds[k] >= 0)
                                 (void) close(*fds[k]);

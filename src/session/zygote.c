@@ -125,9 +125,29 @@ static void drain_output(struct zygote *z)
         }
 }
 
+/* The sandbox's environment plus LD_BIND_NOW=1: the zygote resolves every symbol of the runner
+ * and its libraries when it starts, so the sessions it forks do not each write the shared
+ * relocation pages on their first calls (a copy-on-write fault per page; docs/PERFORMANCE.md).
+ * The runner drops the variable before Python starts, so user code never sees it. */
+static char **zygote_env(char *const *envp)
+{
+        size_t n = 0;
+        char **v;
+
+        while (envp[n])
+                n++;
+        v = calloc(n + 2, sizeof(char *));
+        if (!v)
+                return NULL;
+        memcpy(v, envp, n * sizeof(char *));
+        v[n] = (char *) "LD_BIND_NOW=1";
+        return v;
+}
+
 int zygote_start(const struct jail_features *features, const struct profile *p, char *const *envp,
                  const char *runner_path, struct zygote **ret_z, struct airlock_error *err)
 {
+        _cleanup_free_ char **zenv = NULL;
         struct zygote *z;
         struct jail_config cfg = { 0 };
         char *argv[] = { "airlock-runner", "--zygote", NULL };
@@ -137,7 +157,8 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         const char *op;
         int r;
 
-        z = calloc(1, sizeof(*z));
+        zenv = zygote_env(envp);
+        z = zenv ? calloc(1, sizeof(*z)) : NULL;
         if (!z)
                 return -ENOMEM;
         atomic_init(&z->refs, 1);
@@ -153,7 +174,7 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         cfg.name = name;
         cfg.runner_path = runner_path;
         cfg.argv = argv;
-        cfg.envp = envp;
+        cfg.envp = zenv;
         cfg.rootfs = p->rootfs;
         /* The zygote's own cgroup counts only the zygote: sessions get cgroups of their own. */
         cfg.memory_bytes = p->limits.memory_bytes;
