@@ -6,7 +6,8 @@ The runner (runner.c) embeds CPython and carries this module inside its own bina
     configure(profile, imports, policy)  once, in the zygote, before any user code
     preload(modules)                     in the zygote: import the profile's modules
     reseed()                             in every fresh session right after the fork
-    warmup()                             in a warm pool member, before it is handed over
+    warmup_begin(), warmup_end()         in a warm pool member, around the cells it runs
+                                         before it is handed over
     run_cell(code) -> dict               once per execute request
     snapshot(fd, bash_state) -> dict     on stop, checkpoint and fork: write the variables of
                                          __main__ as one pickle to fd (a pipe to the daemon)
@@ -1109,40 +1110,39 @@ def restore(fd, offset, size, modules, lost_names, count, reseed):
 _reseed_process = reseed
 
 
-def warmup():
-    """Run once, in a throwaway namespace, what a session's first calls run: a cell with a value,
-    a save and a load of a small state (with a DataFrame when pandas is loaded). A session forked
-    from the zygote pays first-time costs on that path (copy-on-write faults on the pages the
-    interpreter touches, modules imported on first use); a warm pool member pays them here,
-    before it is handed over, so its first real call is as fast as its tenth. Leaves no trace:
-    the real __main__, the execution count and the cell sources are put back."""
-    global _count, _cell_sources_bytes
+_warm_saved = None
+
+
+def warmup_begin():
+    """A warm pool member runs a session's first calls before it is handed over (runner.c,
+    handle_warmup): cells through the real exec path until one costs no page faults. A session
+    forked from the zygote pays first-time costs on that path (copy-on-write faults on the pages
+    the interpreter, the allocator and the reply's JSON touch, lazy imports, code warming up);
+    a warm member pays them here, so its first real call is as fast as its tenth
+    (docs/PERFORMANCE.md). This sets a throwaway __main__ for those cells; warmup_end() puts the
+    real one back with the execution count and the cell sources, so they leave no trace."""
+    global _warm_saved
+    import io
+
+    _warm_saved = (sys.modules.get("__main__"), _count, list(_cell_sources), _cell_sources_bytes)
+    scratch = type(sys)("__main__")
+    scratch.__dict__["_airlock_sink"] = io.StringIO()  # where the warm-up cells print
+    sys.modules["__main__"] = scratch
+
+
+def warmup_end():
+    global _count, _cell_sources_bytes, _warm_saved
     import linecache
 
-    main = sys.modules.get("__main__")
-    count, sources, sources_bytes = _count, list(_cell_sources), _cell_sources_bytes
-    scratch = type(sys)("__main__")
-    sys.modules["__main__"] = scratch
-    fd = -1
-    try:
-        run_cell("_airlock_warm = {'a': [1, 2.5, 'x'], 'b': (None, True)}\n_airlock_warm")
-        pd, np = sys.modules.get("pandas"), sys.modules.get("numpy")
-        if pd is not None and np is not None:
-            scratch.__dict__["_airlock_df"] = pd.DataFrame(np.zeros((64, 4)))
-        fd = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
-        meta = snapshot(os.dup(fd), None)
-        sys.modules["__main__"] = type(sys)("__main__")
-        restore(os.dup(fd), meta["offset"], meta["size"], meta["modules"], [], 0, False)
-    except Exception:
-        pass  # a warm-up is an optimisation: whatever fails here fails later for real
-    finally:
-        if fd >= 0:
-            os.close(fd)
-        sys.modules["__main__"] = main
-        for name, _size in _cell_sources[len(sources):]:
-            linecache.cache.pop(name, None)
-        _cell_sources[:] = sources
-        _count, _cell_sources_bytes = count, sources_bytes
+    if _warm_saved is None:
+        return
+    main, count, sources, sources_bytes = _warm_saved
+    _warm_saved = None
+    sys.modules["__main__"] = main
+    for name, _size in _cell_sources[len(sources):]:
+        linecache.cache.pop(name, None)
+    _cell_sources[:] = sources
+    _count, _cell_sources_bytes = count, sources_bytes
 
 
 def _close(fd):

@@ -973,8 +973,9 @@ void sandbox_kill(struct sandbox *sb)
 
 /* Sends a request with no fds and waits (up to timeout_ms) for its answer frame, whose op must
  * be want_op. Output printed meanwhile is dropped. */
-static int request_simple(struct sandbox *sb, json_t *req, const char *want_op, uint64_t timeout_ms,
-                          struct airlock_error *err)
+/* Sends req, waits for an answer with op want_op; the answer goes to *ret_frame if given. */
+static int request_simple_frame(struct sandbox *sb, json_t *req, const char *want_op,
+                                uint64_t timeout_ms, json_t **ret_frame, struct airlock_error *err)
 {
         struct capture cap = { .limit = 64 * 1024 };
         json_t *frame = NULL;
@@ -989,15 +990,35 @@ static int request_simple(struct sandbox *sb, json_t *req, const char *want_op, 
         capture_done(&cap);
         op = o == DRIVE_FRAME ? json_string_value(json_object_get(frame, "op")) : NULL;
         r = op && strcmp(op, want_op) == 0 ? 0 : -EIO;
+        if (r == 0 && ret_frame)
+                *ret_frame = TAKE_PTR(frame);
         json_decref(frame);
         if (r < 0)
                 return airlock_error_set(err, r, "the runner did not answer as expected");
         return 0;
 }
 
-int sandbox_warmup(struct sandbox *sb, struct airlock_error *err)
+static int request_simple(struct sandbox *sb, json_t *req, const char *want_op, uint64_t timeout_ms,
+                          struct airlock_error *err)
 {
-        return request_simple(sb, json_pack("{s:s}", "op", "warmup"), "ok", 30000, err);
+        return request_simple_frame(sb, req, want_op, timeout_ms, NULL, err);
+}
+
+int sandbox_warmup(struct sandbox *sb, unsigned *ret_cells, uint64_t *ret_faults,
+                   struct airlock_error *err)
+{
+        json_t *frame = NULL;
+        int r = request_simple_frame(sb, json_pack("{s:s}", "op", "warmup"), "ok", 30000, &frame,
+                                     err);
+
+        if (r == 0) {
+                json_t *cells = json_object_get(frame, "cells"),
+                       *faults = json_object_get(frame, "faults");
+                *ret_cells = json_is_integer(cells) ? (unsigned) json_integer_value(cells) : 0;
+                *ret_faults = json_is_integer(faults) ? (uint64_t) json_integer_value(faults) : 0;
+        }
+        json_decref(frame);
+        return r;
 }
 
 int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *err)

@@ -68,10 +68,12 @@ int sandbox_interrupt(struct sandbox *sb);
  * another thread while sandbox_exec() runs, which then ends with status "killed". */
 void sandbox_kill(struct sandbox *sb);
 
-/* Has the runner of a fresh sandbox run a session's first-call path once, so that its first
- * real call does not pay first-time costs (see warmup() in airlock_cell.py). Returns 0 or
- * -errno (the sandbox is then unusable). */
-int sandbox_warmup(struct sandbox *sb, struct airlock_error *err);
+/* Has the runner of a fresh sandbox run cells through its exec path until one costs no page
+ * fault (handle_warmup in runner.c), so that its first real call does not pay first-time
+ * costs. Sets how many cells that took and their page faults. Returns 0 or -errno (the
+ * sandbox is then unusable). */
+int sandbox_warmup(struct sandbox *sb, unsigned *ret_cells, uint64_t *ret_faults,
+                   struct airlock_error *err);
 
 /* Adds environment variables for code run from now on (Python's os.environ, and so bash and
  * subprocesses). env is a NULL-terminated "NAME=value" list, validated by the caller.

@@ -75,6 +75,9 @@ struct profile_slot {
         unsigned pool_len, pool_cap;
         unsigned starting; /* pool members being started right now */
         unsigned warming;  /* members taken out of the pool to be warmed right now */
+        /* What creates got (GET /v1/profiles, "pool"): a warm member, a member not warmed yet,
+         * or nothing, so the sandbox was started on the request. */
+        uint64_t pool_hits_warm, pool_hits_cold, pool_misses;
 };
 
 struct ended {

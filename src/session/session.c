@@ -15,6 +15,7 @@
 #include "snapshot.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -351,6 +352,8 @@ static bool warm_one_member(struct session_manager *mgr)
         struct airlock_error err = { { 0 } };
         struct profile_slot *slot = NULL;
         struct pool_member m = { 0 };
+        uint64_t faults = 0;
+        unsigned cells = 0;
         int r;
 
         for (unsigned i = 0; i < mgr->n_profiles && !slot; i++)
@@ -367,7 +370,11 @@ static bool warm_one_member(struct session_manager *mgr)
                 return false;
         slot->warming++;
         pthread_mutex_unlock(&mgr->lock);
-        r = sandbox_warmup(m.sb, &err);
+        r = sandbox_warmup(m.sb, &cells, &faults, &err);
+        if (r == 0)
+                log_debug("profile=%s cells=%u page_faults=%" PRIu64
+                          " msg=\"a pool member is warm\"",
+                          slot->profile->name, cells, faults);
         pthread_mutex_lock(&mgr->lock);
         slot->warming--;
         if (r < 0) {
@@ -1055,6 +1062,21 @@ static json_t *profile_json(const struct profile *p)
                          (json_int_t) p->limits.tmp_bytes);
 }
 
+/* The state of a profile's warm pool and what creates got from it. Lock held. */
+static json_t *pool_json(const struct profile_slot *slot)
+{
+        unsigned warm = 0;
+
+        for (unsigned i = 0; i < slot->pool_len; i++)
+                warm += slot->pool[i].warm;
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I}}", "size",
+                         (int) slot->pool_target, "ready", (int) slot->pool_len, "warm", (int) warm,
+                         "starting", (int) slot->starting, "warming", (int) slot->warming,
+                         "creates", "warm", (json_int_t) slot->pool_hits_warm, "cold",
+                         (json_int_t) slot->pool_hits_cold, "started_on_request",
+                         (json_int_t) slot->pool_misses);
+}
+
 json_t *session_manager_profiles(struct session_manager *mgr)
 {
         _cleanup_strv_free_ char **names = NULL;
@@ -1070,7 +1092,10 @@ json_t *session_manager_profiles(struct session_manager *mgr)
                         log_warn("profile=\"%s\" msg=\"%s\"", *n, err.msg);
                         continue;
                 }
-                json_array_append_new(arr, profile_json(slot->profile));
+                json_t *o = profile_json(slot->profile);
+                if (o)
+                        json_object_set_new(o, "pool", pool_json(slot));
+                json_array_append_new(arr, o);
         }
         pthread_mutex_unlock(&mgr->lock);
         return arr;

@@ -267,15 +267,23 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                                 k = i, best = score;
                 }
                 sb = slot->pool[k].sb;
+                if (slot->pool[k].warm)
+                        slot->pool_hits_warm++;
+                else
+                        slot->pool_hits_cold++;
                 memcpy(ret_id, slot->pool[k].id, SESSION_ID_LEN + 1);
                 slot->pool[k] = slot->pool[--slot->pool_len];
                 pthread_cond_signal(&mgr->wake); /* refill */
-        }
+        } else
+                slot->pool_misses++;
         pthread_mutex_unlock(&mgr->lock);
         if (sb) {
                 *ret_sb = sb;
                 return 0;
         }
+        log_debug("profile=%s msg=\"the warm pool is empty: this sandbox starts on the "
+                  "request\"",
+                  slot->profile->name);
         session_make_id(ret_id);
         return session_start_sandbox(mgr, slot, ret_id, ret_sb, err);
 }
