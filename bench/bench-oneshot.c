@@ -5,8 +5,8 @@
  * Starts its own `airlock serve --pool-size 2` on a free loopback port and times POST
  * /execute {"code":"print(1)"} (fresh session, run, destroy) on one keep-alive connection:
  * back-to-back, and spaced by 100 ms so the warm pool can refill between calls. For scale, the
- * same run's `python3 -c pass` (/usr/bin/python3). Target (DESIGN.md section 6): p50 under
- * 15 ms. */
+ * same run's `python3 -c pass` (/usr/bin/python3). Target (issue 13): back-to-back p50 under
+ * 5 ms, p99 under 20 ms; docs/PERFORMANCE.md says what bounds it on a given machine. */
 #include "bench-util.h"
 
 #include <stdio.h>
@@ -81,7 +81,7 @@ int main(int argc, char **argv)
         p50_b2b = bench_report("POST /execute print(1), back-to-back", b2b, n);
         printf("ratio one-shot / python3 -c pass: spaced %.2f, back-to-back %.2f\n",
                (double) p50_spaced / (double) p50_py, (double) p50_b2b / (double) p50_py);
-        printf("target p50 < 15 ms (back-to-back): %s\n", p50_b2b < 15000000 ? "met" : "MISSED");
+        printf("target p50 < 5 ms (back-to-back): %s\n", p50_b2b < 5000000 ? "met" : "MISSED");
 
         bench_conn_close(&c);
         bench_daemon_stop(&d);
