@@ -30,6 +30,7 @@ enum session_phase {
 struct session {
         atomic_int refs;
         char id[SESSION_ID_LEN + 1];
+        unsigned table_pos; /* its place in mgr->sessions while it is in the table */
         struct session_manager *mgr;
         const struct profile *profile; /* owned by the manager's profile cache */
         pthread_mutex_t lock;          /* guards everything below */
@@ -90,6 +91,10 @@ struct session_manager {
         bool stopping;
         struct session **sessions; /* live, resuming and saving sessions */
         unsigned n_sessions, cap_sessions;
+        /* The same sessions by id (open addressing, linear probing, at most half full), so
+         * that finding one costs the same with ten sessions or a hundred thousand. */
+        struct session **by_id;
+        unsigned by_id_cap;             /* 0 or a power of two */
         unsigned reserved;              /* places held for forks being made */
         struct profile_slot **profiles; /* pointers: a slot's mutex must not move */
         unsigned n_profiles;

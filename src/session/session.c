@@ -158,9 +158,77 @@ struct session *session_new_object(struct session_manager *mgr, const char *id,
         return s;
 }
 
+/* FNV-1a of an id: ids are random, but a lookup may bring any string a client sent. */
+static size_t id_hash(const char *id)
+{
+        uint64_t h = 14695981039346656037ULL;
+
+        for (; *id; id++)
+                h = (h ^ (unsigned char) *id) * 1099511628211ULL;
+        return (size_t) h;
+}
+
+/* Puts s into an index that has room for it. */
+static void index_put(struct session **by_id, unsigned cap, struct session *s)
+{
+        size_t i = id_hash(s->id) & (cap - 1);
+
+        while (by_id[i])
+                i = (i + 1) & (cap - 1);
+        by_id[i] = s;
+}
+
+/* Grows the index, if needed, so that n sessions leave it at most half full. */
+static int index_reserve(struct session_manager *mgr, unsigned n)
+{
+        unsigned cap = mgr->by_id_cap ? mgr->by_id_cap : 64;
+        struct session **v;
+
+        while (cap < 2 * n)
+                cap *= 2;
+        if (cap == mgr->by_id_cap)
+                return 0;
+        v = calloc(cap, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        for (unsigned i = 0; i < mgr->by_id_cap; i++)
+                if (mgr->by_id[i])
+                        index_put(v, cap, mgr->by_id[i]);
+        free(mgr->by_id);
+        mgr->by_id = v;
+        mgr->by_id_cap = cap;
+        return 0;
+}
+
+/* Takes s out of the index. The entries after it in its run move back into the gap where
+ * their home slot allows (backward-shift deletion), so that no lookup stops early at it. */
+static void index_remove(struct session_manager *mgr, struct session *s)
+{
+        size_t mask = (size_t) mgr->by_id_cap - 1, i, j;
+
+        if (!mgr->by_id_cap)
+                return;
+        for (i = id_hash(s->id) & mask; mgr->by_id[i] != s; i = (i + 1) & mask)
+                if (!mgr->by_id[i])
+                        return;
+        mgr->by_id[i] = NULL;
+        for (j = (i + 1) & mask; mgr->by_id[j]; j = (j + 1) & mask) {
+                size_t home = id_hash(mgr->by_id[j]->id) & mask;
+
+                /* j may fill the gap at i when i lies on its probe path, in [home, j). */
+                if (((j - home) & mask) >= ((j - i) & mask)) {
+                        mgr->by_id[i] = mgr->by_id[j];
+                        mgr->by_id[j] = NULL;
+                        i = j;
+                }
+        }
+}
+
 /* Adds s to the table, which takes a reference. Called with the manager's lock held. */
 int session_table_add(struct session_manager *mgr, struct session *s)
 {
+        int r;
+
         if (mgr->n_sessions == mgr->cap_sessions) {
                 unsigned cap = mgr->cap_sessions ? mgr->cap_sessions * 2 : 16;
                 struct session **v = realloc(mgr->sessions, cap * sizeof(*v));
@@ -169,25 +237,36 @@ int session_table_add(struct session_manager *mgr, struct session *s)
                 mgr->sessions = v;
                 mgr->cap_sessions = cap;
         }
+        r = index_reserve(mgr, mgr->n_sessions + 1);
+        if (r < 0)
+                return r;
+        s->table_pos = mgr->n_sessions;
         mgr->sessions[mgr->n_sessions++] = session_ref(s);
+        index_put(mgr->by_id, mgr->by_id_cap, s);
         return 0;
 }
 
 /* Removes s from the table; the caller drops the table's reference after unlocking. */
 void session_table_remove(struct session_manager *mgr, struct session *s)
 {
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (mgr->sessions[i] == s) {
-                        mgr->sessions[i] = mgr->sessions[--mgr->n_sessions];
-                        return;
-                }
+        unsigned pos = s->table_pos;
+
+        if (pos >= mgr->n_sessions || mgr->sessions[pos] != s)
+                return;
+        mgr->sessions[pos] = mgr->sessions[--mgr->n_sessions];
+        mgr->sessions[pos]->table_pos = pos;
+        index_remove(mgr, s);
 }
 
 struct session *session_table_find(struct session_manager *mgr, const char *id)
 {
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (strcmp(mgr->sessions[i]->id, id) == 0)
-                        return mgr->sessions[i];
+        size_t mask = (size_t) mgr->by_id_cap - 1;
+
+        if (!mgr->by_id_cap)
+                return NULL;
+        for (size_t i = id_hash(id) & mask; mgr->by_id[i]; i = (i + 1) & mask)
+                if (strcmp(mgr->by_id[i]->id, id) == 0)
+                        return mgr->by_id[i];
         return NULL;
 }
 
@@ -736,6 +815,7 @@ void session_manager_free(struct session_manager *mgr)
         scope_close(&mgr->scope);
         free(mgr->profiles);
         free(mgr->sessions);
+        free(mgr->by_id);
         free(mgr->grave);
         pthread_mutex_destroy(&mgr->grave_lock);
         pthread_cond_destroy(&mgr->wake);
