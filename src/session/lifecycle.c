@@ -282,7 +282,9 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
 
         {
                 char unused[SESSION_ID_LEN + 1]; /* the session keeps its own id */
-                r = session_take_sandbox(mgr, slot, &sb, unused, err);
+                r = session_fd_room(mgr, 1, err);
+                if (r >= 0)
+                        r = session_take_sandbox(mgr, slot, &sb, unused, err);
         }
         t1 = now_ns();
         if (r >= 0)
@@ -524,6 +526,9 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                                                   id);
         }
 
+        r = session_fd_room(mgr, n, err);
+        if (r < 0)
+                goto out;
         pthread_mutex_lock(&mgr->lock);
         if (mgr->n_sessions + mgr->reserved + n > mgr->cfg.max_sessions) {
                 r = airlock_error_set(err, -EUSERS,

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +94,37 @@ void session_bury(struct session_manager *mgr, struct sandbox *sb)
         pthread_cond_signal(&mgr->wake);
 }
 
+/* What one sandbox holds open in the daemon: its control socket, its stdout and stderr pipes,
+ * the status pipe of its init and pidfds of its init and of its Python (zygote.c, sandbox.c),
+ * plus a directory per cgroup hierarchy it has a cgroup in (jail/cgroup.c). */
+#define SANDBOX_FDS 6
+/* The daemon's own: listening socket, epoll, the store and its journal, the state directory,
+ * the scope's cgroups. */
+#define DAEMON_FDS 32
+
+static unsigned fds_per_sandbox(const struct jail_features *f)
+{
+        unsigned n = SANDBOX_FDS;
+
+        if (f->cgroups.version == CGROUP_V2)
+                n++;
+        else if (f->cgroups.version == CGROUP_V1)
+                for (unsigned i = 0; i < CG1_COUNT; i++)
+                        n += f->cgroups.v1_parent[i] != NULL;
+        return n;
+}
+
+unsigned session_manager_fds_needed(const struct session_manager *mgr, unsigned *ret_per_session)
+{
+        /* Zygotes: the current one per profile, and one being replaced or still serving its
+         * sessions. */
+        unsigned sandboxes = mgr->cfg.max_sessions + mgr->cfg.pool_size + 2;
+
+        if (ret_per_session)
+                *ret_per_session = mgr->fds_per_sandbox;
+        return sandboxes * mgr->fds_per_sandbox + SESSION_FD_RESERVE + DAEMON_FDS;
+}
+
 /* Reaps every buried sandbox. Called without the manager's lock. */
 static void reap_graves(struct session_manager *mgr)
 {
@@ -106,6 +138,46 @@ static void reap_graves(struct session_manager *mgr)
                         return;
                 sandbox_free(sb);
         }
+}
+
+/* 0, or -EMFILE / -ENFILE when the daemon could not open the fds of n more sandboxes and
+ * keep SESSION_FD_RESERVE free. Any other failure of the probe counts as room: the sandbox's
+ * own start then reports it. */
+static int fds_short(struct session_manager *mgr, unsigned n)
+{
+        int r = fd_room(n * mgr->fds_per_sandbox + SESSION_FD_RESERVE);
+
+        return r == -EMFILE || r == -ENFILE ? r : 0;
+}
+
+int session_fd_room(struct session_manager *mgr, unsigned n, struct airlock_error *err)
+{
+        struct rlimit rl = { 0 };
+        int r;
+
+        r = fds_short(mgr, n);
+        if (r < 0) {
+                /* Sandboxes of sessions that just ended may hold fds until the worker reaps
+                 * them: a client that deleted a session to make room gets it at once. */
+                reap_graves(mgr);
+                r = fds_short(mgr, n);
+        }
+        if (r == 0)
+                return 0;
+        if (r == -ENFILE)
+                return airlock_error_set(err, -EMFILE,
+                                         "the machine is out of file descriptors (fs.file-max): "
+                                         "no new session until some are freed");
+        (void) getrlimit(RLIMIT_NOFILE, &rl);
+        return airlock_error_set(err, -EMFILE,
+                                 "the daemon is out of file descriptors: its open-file limit "
+                                 "(RLIMIT_NOFILE %llu) has no room for %s next to the %u live "
+                                 "ones (%u fds each); end or stop a session, or restart the "
+                                 "daemon with a higher limit (ulimit -n, systemd LimitNOFILE=) "
+                                 "or a lower --max-sessions",
+                                 (unsigned long long) rl.rlim_cur,
+                                 n == 1 ? "another session" : "these sessions", mgr->n_sessions,
+                                 mgr->fds_per_sandbox);
 }
 
 static void session_free(struct session *s)
@@ -552,6 +624,18 @@ static void *worker_main(void *arg)
                             slot->pool_target)
                                 todo = slot;
                 }
+                /* Out of fds, the pool waits (a second, or until a sandbox ends) rather than
+                 * fail to start a member and give up on the profile for good. */
+                if (todo && fds_short(mgr, 1) < 0) {
+                        if (!mgr->fds_short_logged)
+                                log_warn("profile=%s msg=\"the warm pool is not refilled: the "
+                                         "daemon is short of file descriptors (RLIMIT_NOFILE)\"",
+                                         todo->profile->name);
+                        mgr->fds_short_logged = true;
+                        todo = NULL;
+                } else if (todo) {
+                        mgr->fds_short_logged = false;
+                }
                 if (todo) {
                         struct airlock_error err = { { 0 } };
                         struct sandbox *sb = NULL;
@@ -688,6 +772,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 return r;
         }
         mgr->cfg.features = &mgr->scope.features;
+        mgr->fds_per_sandbox = fds_per_sandbox(mgr->cfg.features);
         if (cfg->max_session_memory) {
                 r = scope_limit_memory(&mgr->scope, cfg->max_session_memory, err);
                 if (r < 0) {
@@ -897,6 +982,8 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         }
         r = session_profile_slot(mgr, profile, &slot, err);
         pthread_mutex_unlock(&mgr->lock);
+        if (r >= 0)
+                r = session_fd_room(mgr, 1, err);
         if (r < 0)
                 return r;
 
