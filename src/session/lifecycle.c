@@ -164,6 +164,7 @@ void lifecycle_checkpoint(struct session *s)
         struct airlock_error err = { { 0 } };
         _cleanup_free_ char *info = NULL;
         json_t *meta = NULL;
+        uint64_t t0 = now_ns();
         int r;
 
         pthread_mutex_lock(&s->lock);
@@ -187,10 +188,13 @@ void lifecycle_checkpoint(struct session *s)
         }
         pthread_mutex_unlock(&s->lock);
         leave_saving(s);
-        if (info)
+        if (info) {
                 (void) store_session_update(mgr->store, s->id, info);
-        else
+                log_debug("session=%s msg=\"checkpoint saved\" ms=%.1f", s->id,
+                          (now_ns() - t0) / 1e6);
+        } else {
                 log_warn("session=%s msg=\"checkpoint failed: %s\"", s->id, err.msg);
+        }
 }
 
 /* The facts a stopped session's row keeps, back on a new object. */

@@ -552,6 +552,92 @@ static bool bury_one_stale_member(struct session_manager *mgr)
         return false;
 }
 
+/* Starts one sandbox for a pool that is short of its target. Lock held, dropped while the
+ * sandbox starts. Returns whether there was one to start. */
+static bool refill_one_member(struct session_manager *mgr)
+{
+        struct airlock_error err = { { 0 } };
+        struct profile_slot *todo = NULL;
+        struct sandbox *sb = NULL;
+        struct pool_member *m;
+        char id[SESSION_ID_LEN + 1];
+        int r;
+
+        for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
+                struct profile_slot *slot = mgr->profiles[i];
+                if (session_pool_current_len(slot) + slot->starting + slot->warming <
+                    slot->pool_target)
+                        todo = slot;
+        }
+        if (!todo)
+                return false;
+        /* Out of fds, the pool waits (a second, or until a sandbox ends) rather than fail to
+         * start a member and give up on the profile for good. */
+        if (fds_short(mgr, 1) < 0) {
+                if (!mgr->fds_short_logged)
+                        log_warn("profile=%s msg=\"the warm pool is not refilled: the daemon is "
+                                 "short of file descriptors (RLIMIT_NOFILE)\"",
+                                 todo->profile->name);
+                mgr->fds_short_logged = true;
+                return false;
+        }
+        mgr->fds_short_logged = false;
+
+        todo->starting++;
+        session_make_id(id);
+        pthread_mutex_unlock(&mgr->lock);
+        r = session_start_sandbox(mgr, todo, id, &sb, &err);
+        pthread_mutex_lock(&mgr->lock);
+        todo->starting--;
+        if (r < 0) {
+                log_error("profile=%s msg=\"cannot start a warm session: %s\"", todo->profile->name,
+                          err.msg);
+                /* Do not spin on a profile that cannot start. */
+                todo->pool_target = 0;
+                todo->pool_failed = true;
+                return true;
+        }
+        if (mgr->stopping || session_pool_current_len(todo) >= todo->pool_target ||
+            sandbox_zygote_generation(sb) != atomic_load(&todo->generation)) {
+                /* Not needed, or forked from a zygote replaced meanwhile. */
+                session_bury(mgr, sb);
+                return true;
+        }
+        if (session_pool_find_stale(todo) >= 0) {
+                /* A current member takes the place of a stale one. */
+                m = &todo->pool[session_pool_find_stale(todo)];
+                session_bury(mgr, m->sb);
+        } else {
+                if (todo->pool_len == todo->pool_cap) {
+                        unsigned cap = todo->pool_cap ? todo->pool_cap * 2 : 4;
+                        struct pool_member *v = realloc(todo->pool, cap * sizeof(*v));
+                        if (!v) {
+                                sandbox_free(sb);
+                                return true;
+                        }
+                        todo->pool = v;
+                        todo->pool_cap = cap;
+                }
+                m = &todo->pool[todo->pool_len++];
+        }
+        *m = (struct pool_member){ .sb = sb, .generation = sandbox_zygote_generation(sb) };
+        memcpy(m->id, id, sizeof(id));
+        log_debug("profile=%s msg=\"warm session started\"", todo->profile->name);
+        return true;
+}
+
+/* One step for the warm pools: a stale member buried, a missing one started, or a cold one
+ * warmed. Lock held. Returns whether it did anything. */
+static bool pool_step(struct session_manager *mgr)
+{
+        if (bury_one_stale_member(mgr) || refill_one_member(mgr))
+                return true;
+        /* The pools are full: warm their cold members, one at a time. A full pool comes
+         * first, so a burst of creates gets cold members quickly rather than waiting for warm
+         * ones. */
+        return warm_one_member(mgr);
+}
+
 /* The worker thread: stops idle sessions, checkpoints quiet ones, deletes long-stopped ones,
  * refills the warm pools and reaps ended sandboxes. */
 static void *worker_main(void *arg)
@@ -560,7 +646,6 @@ static void *worker_main(void *arg)
 
         pthread_mutex_lock(&mgr->lock);
         while (!mgr->stopping) {
-                struct profile_slot *todo = NULL;
                 struct session *s;
                 struct timespec until;
                 bool more_graves;
@@ -616,83 +701,7 @@ static void *worker_main(void *arg)
                         pthread_mutex_lock(&mgr->lock);
                         continue;
                 }
-                if (bury_one_stale_member(mgr))
-                        continue;
-                for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
-                        struct profile_slot *slot = mgr->profiles[i];
-                        if (session_pool_current_len(slot) + slot->starting + slot->warming <
-                            slot->pool_target)
-                                todo = slot;
-                }
-                /* Out of fds, the pool waits (a second, or until a sandbox ends) rather than
-                 * fail to start a member and give up on the profile for good. */
-                if (todo && fds_short(mgr, 1) < 0) {
-                        if (!mgr->fds_short_logged)
-                                log_warn("profile=%s msg=\"the warm pool is not refilled: the "
-                                         "daemon is short of file descriptors (RLIMIT_NOFILE)\"",
-                                         todo->profile->name);
-                        mgr->fds_short_logged = true;
-                        todo = NULL;
-                } else if (todo) {
-                        mgr->fds_short_logged = false;
-                }
-                if (todo) {
-                        struct airlock_error err = { { 0 } };
-                        struct sandbox *sb = NULL;
-                        char id[SESSION_ID_LEN + 1];
-                        int r;
-
-                        todo->starting++;
-                        session_make_id(id);
-                        pthread_mutex_unlock(&mgr->lock);
-                        r = session_start_sandbox(mgr, todo, id, &sb, &err);
-                        pthread_mutex_lock(&mgr->lock);
-                        todo->starting--;
-                        if (r < 0) {
-                                log_error("profile=%s msg=\"cannot start a warm session: %s\"",
-                                          todo->profile->name, err.msg);
-                                /* Do not spin on a profile that cannot start. */
-                                todo->pool_target = 0;
-                                todo->pool_failed = true;
-                        } else if (mgr->stopping ||
-                                   session_pool_current_len(todo) >= todo->pool_target ||
-                                   sandbox_zygote_generation(sb) !=
-                                           atomic_load(&todo->generation)) {
-                                /* Not needed, or forked from a zygote replaced meanwhile. */
-                                session_bury(mgr, sb);
-                        } else if (session_pool_find_stale(todo) >= 0) {
-                                /* A current member takes the place of a stale one. */
-                                struct pool_member *m = &todo->pool[session_pool_find_stale(todo)];
-                                session_bury(mgr, m->sb);
-                                *m = (struct pool_member){ .sb = sb,
-                                                           .generation =
-                                                                   sandbox_zygote_generation(sb) };
-                                memcpy(m->id, id, sizeof(id));
-                        } else {
-                                if (todo->pool_len == todo->pool_cap) {
-                                        unsigned cap = todo->pool_cap ? todo->pool_cap * 2 : 4;
-                                        struct pool_member *m =
-                                                realloc(todo->pool, cap * sizeof(*m));
-                                        if (!m) {
-                                                sandbox_free(sb);
-                                                continue;
-                                        }
-                                        todo->pool = m;
-                                        todo->pool_cap = cap;
-                                }
-                                todo->pool[todo->pool_len].sb = sb;
-                                memcpy(todo->pool[todo->pool_len].id, id, sizeof(id));
-                                todo->pool[todo->pool_len].warm = false;
-                                todo->pool[todo->pool_len].generation =
-                                        sandbox_zygote_generation(sb);
-                                todo->pool_len++;
-                        }
-                        continue;
-                }
-                /* The pools are full: warm their cold members, one at a time. A full pool
-                 * comes first, so a burst of creates gets cold members quickly rather than
-                 * waiting for warm ones. */
-                if (warm_one_member(mgr))
+                if (pool_step(mgr))
                         continue;
                 pthread_mutex_lock(&mgr->grave_lock);
                 more_graves = mgr->n_grave > 0;
