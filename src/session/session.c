@@ -572,8 +572,9 @@ static bool refill_one_member(struct session_manager *mgr)
         if (!todo)
                 return false;
         /* Out of fds, the pool waits (a second, or until a sandbox ends) rather than fail to
-         * start a member and give up on the profile for good. */
-        if (fds_short(mgr, 1) < 0) {
+         * start a member and give up on the profile for good; it leaves the room of one more
+         * sandbox to the clients, so that a session ended to make room makes it for them. */
+        if (fds_short(mgr, 2) < 0) {
                 if (!mgr->fds_short_logged)
                         log_warn("profile=%s msg=\"the warm pool is not refilled: the daemon is "
                                  "short of file descriptors (RLIMIT_NOFILE)\"",
