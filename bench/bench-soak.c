@@ -323,45 +323,6 @@ static int read_airlock_cgroup(pid_t pid, char *out, size_t size)
         return 0;
 }
 
-/* The number after "FIELD:" in /proc/PID/NAME (status, smaps_rollup), or 0. */
-static unsigned long long proc_field(pid_t pid, const char *name, const char *field)
-{
-        char path[64], line[256];
-        unsigned long long v = 0;
-        size_t len = strlen(field);
-        FILE *f;
-
-        (void) snprintf(path, sizeof(path), "/proc/%d/%s", (int) pid, name);
-        f = fopen(path, "re");
-        if (!f)
-                return 0;
-        while (fgets(line, sizeof(line), f))
-                if (!strncmp(line, field, len) && line[len] == ':') {
-                        v = strtoull(line + len + 1, NULL, 10);
-                        break;
-                }
-        fclose(f);
-        return v;
-}
-
-static unsigned count_fds(pid_t pid)
-{
-        char path[64];
-        struct dirent *e;
-        unsigned n = 0;
-        DIR *d;
-
-        (void) snprintf(path, sizeof(path), "/proc/%d/fd", (int) pid);
-        d = opendir(path);
-        if (!d)
-                return 0;
-        while ((e = readdir(d)))
-                if (e->d_name[0] != '.')
-                        n++;
-        closedir(d);
-        return n;
-}
-
 struct proc {
         pid_t pid;
         char cgroup[64]; /* airlock-zygote-PROFILE-HEX or airlock-s-ID */
@@ -497,7 +458,7 @@ static void measure_sandboxes(struct sandboxes *m)
                 qsort(p, (size_t) n, sizeof(*p), cmp_cgroup);
         for (long i = 0; i < n; i++) {
                 bool first = i == 0 || strcmp(p[i].cgroup, p[i - 1].cgroup) != 0;
-                unsigned long long kb = proc_field(p[i].pid, "smaps_rollup", "Pss");
+                unsigned long long kb = bench_proc_field(p[i].pid, "smaps_rollup", "Pss");
 
                 if (!strncmp(p[i].cgroup, "airlock-zygote-", 15)) {
                         m->zygote_pss_kb += kb;
@@ -1438,9 +1399,9 @@ static struct sample sample_now(void)
         uint64_t start = atomic_load(&mem.storm_start);
         struct sample x = {
                 .t = start ? bench_now_ns() - start : 0,
-                .rss_kb = proc_field(bd.pid, "status", "VmRSS"),
-                .threads = (unsigned) proc_field(bd.pid, "status", "Threads"),
-                .fds = count_fds(bd.pid),
+                .rss_kb = bench_proc_field(bd.pid, "status", "VmRSS"),
+                .threads = (unsigned) bench_proc_field(bd.pid, "status", "Threads"),
+                .fds = bench_proc_fds(bd.pid),
         };
 
         return x;
@@ -1993,7 +1954,7 @@ int main(int argc, char **argv)
         bench_sleep_ms(1000);
         measure_sandboxes(&before);
         report_sandboxes("after setup", &before);
-        rss_setup = proc_field(bd.pid, "status", "VmRSS");
+        rss_setup = bench_proc_field(bd.pid, "status", "VmRSS");
         report_fit(&before, rss_setup);
 
         /* the baseline: the storm sessions sit idle */
@@ -2053,7 +2014,7 @@ int main(int argc, char **argv)
         if (!atomic_load(&daemon_died)) {
                 measure_sandboxes(&after);
                 report_sandboxes("after the storm", &after);
-                report_fit(&after, proc_field(bd.pid, "status", "VmRSS"));
+                report_fit(&after, bench_proc_field(bd.pid, "status", "VmRSS"));
                 dead = final_checks(&c, &unknown, &healthy);
         }
         printf("\n== results ==\n");

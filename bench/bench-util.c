@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -11,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -708,4 +710,205 @@ int bench_pin_cpus(int ncpus, char *out, size_t size)
         if (CPU_COUNT(&set) > ncpus && sched_setaffinity(0, sizeof(pin), &pin) < 0)
                 return -1;
         return used;
+}
+
+/* ---- /proc ---- */
+
+unsigned long long bench_proc_field(pid_t pid, const char *name, const char *field)
+{
+        char path[64], line[256];
+        unsigned long long v = 0;
+        size_t len = strlen(field);
+        FILE *f;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/%s", (int) pid, name);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        while (fgets(line, sizeof(line), f))
+                if (!strncmp(line, field, len) && line[len] == ':') {
+                        v = strtoull(line + len + 1, NULL, 10);
+                        break;
+                }
+        fclose(f);
+        return v;
+}
+
+unsigned bench_proc_fds(pid_t pid)
+{
+        char path[64];
+        struct dirent *de;
+        unsigned n = 0;
+        DIR *dir;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/fd", (int) pid);
+        dir = opendir(path);
+        if (!dir)
+                return 0;
+        while ((de = readdir(dir)))
+                if (de->d_name[0] != '.')
+                        n++;
+        closedir(dir);
+        return n;
+}
+
+#define SESSION_UID_MIN 0x70000000u
+#define SESSION_UID_MAX 0x90000000u /* exclusive */
+#define ZYGOTE_UID_MIN 0x60000000u
+#define ZYGOTE_UID_MAX 0x60800000u /* exclusive */
+
+struct proc_entry {
+        int pid, ppid;
+        unsigned uid;
+        int mine; /* 0 not known yet, 1 the daemon or a descendant, -1 neither */
+};
+
+static int cmp_proc_pid(const void *a, const void *b)
+{
+        int x = ((const struct proc_entry *) a)->pid, y = ((const struct proc_entry *) b)->pid;
+
+        return x < y ? -1 : x > y;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+        unsigned x = *(const unsigned *) a, y = *(const unsigned *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* ppid and real uid from /proc/PID/status. */
+static int read_ppid_uid(int pid, int *ppid, unsigned *uid)
+{
+        char path[64], line[256];
+        FILE *f;
+        int got = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -1;
+        while (got < 2 && fgets(line, sizeof(line), f)) {
+                if (!strncmp(line, "PPid:", 5)) {
+                        *ppid = atoi(line + 5);
+                        got++;
+                } else if (!strncmp(line, "Uid:", 4)) {
+                        *uid = (unsigned) strtoul(line + 4, NULL, 10);
+                        got++;
+                }
+        }
+        fclose(f);
+        return got == 2 ? 0 : -1;
+}
+
+/* PSS and RSS in kB from smaps_rollup (one read: it walks the page tables); 0 for a zombie
+ * or a process gone. */
+static void read_pss_rss(int pid, unsigned long long *pss, unsigned long long *rss)
+{
+        char path[64], line[256];
+        FILE *f;
+
+        *pss = *rss = 0;
+        snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
+        f = fopen(path, "re");
+        if (!f)
+                return;
+        while (fgets(line, sizeof(line), f)) {
+                if (!strncmp(line, "Pss:", 4))
+                        *pss = strtoull(line + 4, NULL, 10);
+                else if (!strncmp(line, "Rss:", 4))
+                        *rss = strtoull(line + 4, NULL, 10);
+        }
+        fclose(f);
+}
+
+/* Whether ps[i] is the daemon or one of its descendants; ps is sorted by pid. The answer is
+ * remembered along the way, so the whole table costs about one walk. */
+static int is_mine(struct proc_entry *ps, size_t n, size_t i)
+{
+        struct proc_entry key, *parent;
+
+        if (ps[i].mine)
+                return ps[i].mine;
+        key.pid = ps[i].ppid;
+        parent = ps[i].ppid > 1 ? bsearch(&key, ps, n, sizeof(*ps), cmp_proc_pid) : NULL;
+        ps[i].mine = -1; /* no cycles in a process tree, but be safe while we recurse */
+        ps[i].mine = parent ? is_mine(ps, n, (size_t) (parent - ps)) : -1;
+        return ps[i].mine;
+}
+
+int bench_sandbox_memory(pid_t daemon_pid, struct bench_sandbox_memory *m)
+{
+        struct proc_entry *ps = NULL;
+        size_t n = 0, cap = 0;
+        unsigned *uids;
+        DIR *dir = opendir("/proc");
+        struct dirent *de;
+
+        memset(m, 0, sizeof(*m));
+        if (!dir)
+                return -1;
+        while ((de = readdir(dir))) {
+                struct proc_entry p = { 0 };
+
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                p.pid = atoi(de->d_name);
+                if (read_ppid_uid(p.pid, &p.ppid, &p.uid) < 0)
+                        continue;
+                if (n == cap) {
+                        struct proc_entry *q = realloc(ps, (cap ? cap * 2 : 1024) * sizeof(*ps));
+
+                        if (!q) {
+                                closedir(dir);
+                                free(ps);
+                                return -1;
+                        }
+                        ps = q;
+                        cap = cap ? cap * 2 : 1024;
+                }
+                p.mine = p.pid == daemon_pid ? 1 : 0;
+                ps[n++] = p;
+        }
+        closedir(dir);
+        qsort(ps, n, sizeof(*ps), cmp_proc_pid);
+
+        uids = calloc(n ? n : 1, sizeof(*uids));
+        if (!uids) {
+                free(ps);
+                return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+                unsigned long long pss = 0, rss = 0;
+                bool session = ps[i].uid >= SESSION_UID_MIN && ps[i].uid < SESSION_UID_MAX;
+                bool zygote = ps[i].uid >= ZYGOTE_UID_MIN && ps[i].uid < ZYGOTE_UID_MAX;
+
+                if (is_mine(ps, n, i) < 0) {
+                        if (session || zygote)
+                                m->foreign_procs++;
+                        continue;
+                }
+                if (ps[i].pid != daemon_pid && !session && !zygote)
+                        continue;
+                read_pss_rss(ps[i].pid, &pss, &rss);
+                if (ps[i].pid == daemon_pid) {
+                        m->daemon_pss_kb = pss;
+                } else if (session) {
+                        if (!rss)
+                                continue; /* a zombie */
+                        m->session_pss_kb += pss;
+                        m->session_rss_kb += rss;
+                        uids[m->session_procs++] = ps[i].uid;
+                } else if (rss) {
+                        m->zygote_pss_kb += pss;
+                        m->zygote_procs++;
+                }
+        }
+        qsort(uids, m->session_procs, sizeof(*uids), cmp_uint);
+        for (unsigned i = 0; i < m->session_procs; i++)
+                if (i == 0 || uids[i] != uids[i - 1])
+                        m->session_uids++;
+        free(uids);
+        free(ps);
+        return 0;
 }

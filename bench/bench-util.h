@@ -82,6 +82,25 @@ uint64_t bench_percentile(const uint64_t *sorted, size_t n, double p);
  * 0 if it could not run or exited non-zero. */
 uint64_t bench_time_command(char *const argv[]);
 
+/* The number after "FIELD:" in /proc/PID/NAME (e.g. "status" "VmRSS" in kB, "status"
+ * "Threads"), or 0 when the process or the field is not there. */
+unsigned long long bench_proc_field(pid_t pid, const char *name, const char *field);
+
+/* Open fds of pid (entries of /proc/PID/fd), or 0. */
+unsigned bench_proc_fds(pid_t pid);
+
+/* Memory of one daemon's sandboxes, from /proc: every descendant of daemon_pid whose host uid
+ * is a session's ([0x70000000, 0x90000000), the uids zygotes give their sessions) or a
+ * zygote's ([0x60000000, 0x60800000)). PSS and RSS come from /proc/PID/smaps_rollup, in kB;
+ * PSS splits the pages sessions still share with their zygote among all of them. Processes
+ * in those uid ranges that are not the daemon's (other daemons on the machine) are counted
+ * in foreign_procs and left out. */
+struct bench_sandbox_memory {
+        unsigned long long session_pss_kb, session_rss_kb, zygote_pss_kb, daemon_pss_kb;
+        unsigned session_procs, session_uids, zygote_procs, foreign_procs;
+};
+int bench_sandbox_memory(pid_t daemon_pid, struct bench_sandbox_memory *ret);
+
 /* Pins this process (and so the daemon started afterwards) to the first `ncpus` CPUs it may
  * use; writes the list into out. Returns how many CPUs are in use afterwards. */
 int bench_pin_cpus(int ncpus, char *out, size_t size);

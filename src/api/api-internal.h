@@ -94,8 +94,8 @@ int api_reply_fd(struct api_request *req, unsigned status, int fd, uint64_t size
 int api_reply_response(struct api_request *req, unsigned status, struct MHD_Response *resp);
 
 /* The status an errno from session.h maps to (with a readable fallback message when err has
- * none): -EINVAL 400, -ENOENT 404, -EBUSY 409, -E2BIG/-EFBIG 413, -EUSERS/-EAGAIN/-ESHUTDOWN
- * 503, others 500. */
+ * none): -EINVAL 400, -ENOENT 404, -EBUSY 409, -E2BIG/-EFBIG 413,
+ * -EUSERS/-EMFILE/-EAGAIN/-ESHUTDOWN 503, others 500. */
 int api_reply_errno(struct api_request *req, int r, const char *field, const char *msg);
 
 /* 404 for the session id: with the reason when it ended, else "unknown session". */

@@ -176,6 +176,7 @@ int api_reply_errno(struct api_request *req, int r, const char *field, const cha
         case EDQUOT:
                 return api_reply_error(req, MHD_HTTP_INSUFFICIENT_STORAGE, NULL, "%s", text);
         case EUSERS:
+        case EMFILE:
         case EAGAIN:
         case ESHUTDOWN:
                 return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s", text);

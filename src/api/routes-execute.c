@@ -80,6 +80,7 @@ static void exec_failure_of(struct api_server *srv, int r, const struct airlock_
                 (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
                 break;
         case EUSERS:
+        case EMFILE:
         case EAGAIN:
         case ESHUTDOWN:
                 f->status = MHD_HTTP_SERVICE_UNAVAILABLE;

@@ -6,8 +6,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,6 +194,59 @@ uint64_t now_ns(void)
 
         (void) clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+/* Whether the n highest fd numbers below the limit are all closed: then at least n can be
+ * opened. One poll(): a closed number comes back POLLNVAL. */
+static bool fd_top_is_free(rlim_t limit, unsigned n)
+{
+        _cleanup_free_ struct pollfd *p = calloc(n, sizeof(*p));
+
+        if (!p)
+                return false;
+        for (unsigned i = 0; i < n; i++)
+                p[i].fd = (int) (limit - n + i);
+        if (poll(p, n, 0) != (int) n)
+                return false;
+        for (unsigned i = 0; i < n; i++)
+                if (p[i].revents != POLLNVAL)
+                        return false;
+        return true;
+}
+
+int fd_room(unsigned n)
+{
+        _cleanup_free_ int *fds = NULL;
+        struct rlimit rl;
+        unsigned got = 0;
+        int r = 0;
+
+        if (n == 0)
+                return 0;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return -errno;
+        if (rl.rlim_cur < n)
+                return -EMFILE;
+        /* Fds take the lowest free numbers, so the top of the range is free until the process
+         * comes near its limit: the check costs one syscall then, not 2n. */
+        if (rl.rlim_cur <= INT_MAX && fd_top_is_free(rl.rlim_cur, n))
+                return 0;
+        fds = malloc(n * sizeof(*fds));
+        if (!fds)
+                return -ENOMEM;
+        fds[0] = eventfd(0, EFD_CLOEXEC);
+        if (fds[0] < 0)
+                return -errno;
+        for (got = 1; got < n; got++) {
+                fds[got] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
+                if (fds[got] < 0) {
+                        r = -errno;
+                        break;
+                }
+        }
+        while (got > 0)
+                (void) close(fds[--got]);
+        return r;
 }
 
 bool fd_is_tty(int fd)

@@ -31,6 +31,11 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms);
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 
+/* Whether this process could open n more file descriptors now: opens them (an eventfd and
+ * n - 1 duplicates) and closes them again. Returns 0, -EMFILE (or -ENFILE) when it could not,
+ * or -errno. */
+int fd_room(unsigned n);
+
 /* Returns true when fd refers to a terminal. */
 bool fd_is_tty(int fd);
 

@@ -369,16 +369,49 @@ static void print_probe(const struct jail_features *f, enum jail_isolation mode)
                                         : " (no isolation: development only)");
 }
 
-/* Sessions hold several fds each (pipes, control socket, pidfd, cgroup): use what the hard
- * limit allows. */
-static void raise_nofile(void)
+/* Sessions hold several fds each (pipes, control socket, pidfds, cgroups): use what the hard
+ * limit allows. Returns the soft limit found at start. */
+static rlim_t raise_nofile(void)
 {
         struct rlimit rl;
+        rlim_t was;
 
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 0;
+        was = rl.rlim_cur;
+        if (rl.rlim_cur < rl.rlim_max) {
                 rl.rlim_cur = rl.rlim_max;
                 (void) setrlimit(RLIMIT_NOFILE, &rl);
         }
+        return was;
+}
+
+/* Says whether the open-file limit covers --max-sessions; when it does not, the daemon runs
+ * anyway and refuses the sessions that do not fit with a 503 that says why (session.h). */
+static void check_nofile(struct session_manager *mgr, unsigned max_sessions, rlim_t was)
+{
+        unsigned per, need = session_manager_fds_needed(mgr, &per);
+        unsigned long long fit;
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) {
+                log_info("msg=\"open-file limit %llu%s: room for --max-sessions %u (%u fds "
+                         "each, about %u in all)\"",
+                         (unsigned long long) rl.rlim_cur, rl.rlim_cur > was ? " (raised)" : "",
+                         max_sessions, per, need);
+                return;
+        }
+        fit = rl.rlim_cur > need - (unsigned long long) max_sessions * per
+                      ? (rl.rlim_cur - (need - (unsigned long long) max_sessions * per)) / per
+                      : 0;
+        log_warn("msg=\"the open-file limit (RLIMIT_NOFILE %llu, hard limit %llu) cannot cover "
+                 "--max-sessions %u: they need about %u fds (%u each); sessions past about %llu "
+                 "will be refused. Raise the limit (ulimit -n, systemd LimitNOFILE=) or lower "
+                 "--max-sessions\"",
+                 (unsigned long long) rl.rlim_cur, (unsigned long long) rl.rlim_max, max_sessions,
+                 need, per, fit);
 }
 
 int cmd_serve(int argc, char **argv)
@@ -401,6 +434,7 @@ int cmd_serve(int argc, char **argv)
         enum jail_isolation mode;
         const char *why = NULL, *env_token;
         sigset_t mask;
+        rlim_t nofile_was;
         bool created = false;
         int r, sig = 0, status = EXIT_USAGE;
 
@@ -469,7 +503,7 @@ int cmd_serve(int argc, char **argv)
         print_probe(&features, mode);
         if (r < 0)
                 goto out;
-        raise_nofile();
+        nofile_was = raise_nofile();
 
         /* Blocked before any thread exists, so that every thread (MHD's, the manager's)
          * inherits the mask and sigwait() below is the only place these signals arrive. The
@@ -502,6 +536,7 @@ int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "airlock serve: cannot start sessions: %s\n", err.msg);
                 goto out;
         }
+        check_nofile(mgr, a.max_sessions, nofile_was);
 
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(

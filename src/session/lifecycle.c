@@ -164,6 +164,7 @@ void lifecycle_checkpoint(struct session *s)
         struct airlock_error err = { { 0 } };
         _cleanup_free_ char *info = NULL;
         json_t *meta = NULL;
+        uint64_t t0 = now_ns();
         int r;
 
         pthread_mutex_lock(&s->lock);
@@ -187,10 +188,13 @@ void lifecycle_checkpoint(struct session *s)
         }
         pthread_mutex_unlock(&s->lock);
         leave_saving(s);
-        if (info)
+        if (info) {
                 (void) store_session_update(mgr->store, s->id, info);
-        else
+                log_debug("session=%s msg=\"checkpoint saved\" ms=%.1f", s->id,
+                          (now_ns() - t0) / 1e6);
+        } else {
                 log_warn("session=%s msg=\"checkpoint failed: %s\"", s->id, err.msg);
+        }
 }
 
 /* The facts a stopped session's row keeps, back on a new object. */
@@ -282,7 +286,9 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
 
         {
                 char unused[SESSION_ID_LEN + 1]; /* the session keeps its own id */
-                r = session_take_sandbox(mgr, slot, &sb, unused, err);
+                r = session_fd_room(mgr, 1, err);
+                if (r >= 0)
+                        r = session_take_sandbox(mgr, slot, &sb, unused, err);
         }
         t1 = now_ns();
         if (r >= 0)
@@ -524,6 +530,9 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                                                   id);
         }
 
+        r = session_fd_room(mgr, n, err);
+        if (r < 0)
+                goto out;
         pthread_mutex_lock(&mgr->lock);
         if (mgr->n_sessions + mgr->reserved + n > mgr->cfg.max_sessions) {
                 r = airlock_error_set(err, -EUSERS,

@@ -31,6 +31,8 @@
 
 /* How long a runner may take to start Python and import the profile's preload modules. */
 #define INIT_TIMEOUT_MS 120000
+/* The control-socket buffer a sandbox keeps between frames; a larger one is freed. */
+#define RBUF_KEEP (64u << 10)
 
 /* A result frame carries the repr, rich outputs and the files manifest, which the runner
  * keeps within the output cap; this much more covers the manifest and the JSON around them. */
@@ -177,6 +179,14 @@ static int frame_read(struct sandbox *sb, json_t **ret_frame)
                         if (sb->rlen == 4 + sb->rwant) {
                                 json_t *o = json_loadb(sb->rbuf + 4, sb->rwant, 0, NULL);
                                 sb->rlen = 0;
+                                /* An idle session keeps no copy of its largest answer (a plot
+                                 * is up to the output limit): a thousand of them would hold
+                                 * a thousand such buffers in the daemon. */
+                                if (sb->rsize > RBUF_KEEP) {
+                                        free(sb->rbuf);
+                                        sb->rbuf = NULL;
+                                        sb->rsize = 0;
+                                }
                                 if (!o || !json_is_object(o)) {
                                         json_decref(o);
                                         return -EBADMSG;

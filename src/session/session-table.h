@@ -30,6 +30,7 @@ enum session_phase {
 struct session {
         atomic_int refs;
         char id[SESSION_ID_LEN + 1];
+        unsigned table_pos; /* its place in mgr->sessions while it is in the table */
         struct session_manager *mgr;
         const struct profile *profile; /* owned by the manager's profile cache */
         pthread_mutex_t lock;          /* guards everything below */
@@ -93,7 +94,15 @@ struct session_manager {
         bool stopping;
         struct session **sessions; /* live, resuming and saving sessions */
         unsigned n_sessions, cap_sessions;
-        unsigned reserved;              /* places held for forks being made */
+        /* The same sessions by id (open addressing, linear probing, at most half full), so
+         * that finding one costs the same with ten sessions or a hundred thousand. */
+        struct session **by_id;
+        unsigned by_id_cap; /* 0 or a power of two */
+        unsigned reserved;  /* places held for forks being made */
+        /* fds the daemon holds per live or warm sandbox (session_manager_fds_needed()), and
+         * whether the worker said already that it cannot refill the pools for want of fds */
+        unsigned fds_per_sandbox;
+        bool fds_short_logged;
         struct profile_slot **profiles; /* pointers: a slot's mutex must not move */
         unsigned n_profiles;
         char *runner_path;
@@ -151,6 +160,10 @@ void session_table_remove(struct session_manager *mgr, struct session *s); /* lo
 /* The session of the table with that id, or NULL (borrowed). Lock held. */
 struct session *session_table_find(struct session_manager *mgr, const char *id);
 void session_bury(struct session_manager *mgr, struct sandbox *sb);
+/* Whether the daemon can open the fds of n more sandboxes and still keep SESSION_FD_RESERVE
+ * free (reaping the sandboxes of ended sessions first if not). Called without the manager's
+ * lock. Returns 0, or -EMFILE with err (may be NULL) saying which limit and what to do. */
+int session_fd_room(struct session_manager *mgr, unsigned n, struct airlock_error *err);
 void session_remember_ended(struct session_manager *mgr, const char *id, bool lost,
                             const char *reason);
 /* The facts the store keeps of a session, as JSON text (caller frees). s->lock held. */

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,6 +95,37 @@ void session_bury(struct session_manager *mgr, struct sandbox *sb)
         pthread_cond_signal(&mgr->wake);
 }
 
+/* What one sandbox holds open in the daemon: its control socket, its stdout and stderr pipes,
+ * the status pipe of its init and pidfds of its init and of its Python (zygote.c, sandbox.c),
+ * plus a directory per cgroup hierarchy it has a cgroup in (jail/cgroup.c). */
+#define SANDBOX_FDS 6
+/* The daemon's own: listening socket, epoll, the store and its journal, the state directory,
+ * the scope's cgroups. */
+#define DAEMON_FDS 32
+
+static unsigned fds_per_sandbox(const struct jail_features *f)
+{
+        unsigned n = SANDBOX_FDS;
+
+        if (f->cgroups.version == CGROUP_V2)
+                n++;
+        else if (f->cgroups.version == CGROUP_V1)
+                for (unsigned i = 0; i < CG1_COUNT; i++)
+                        n += f->cgroups.v1_parent[i] != NULL;
+        return n;
+}
+
+unsigned session_manager_fds_needed(const struct session_manager *mgr, unsigned *ret_per_session)
+{
+        /* Zygotes: the current one per profile, and one being replaced or still serving its
+         * sessions. */
+        unsigned sandboxes = mgr->cfg.max_sessions + mgr->cfg.pool_size + 2;
+
+        if (ret_per_session)
+                *ret_per_session = mgr->fds_per_sandbox;
+        return sandboxes * mgr->fds_per_sandbox + SESSION_FD_RESERVE + DAEMON_FDS;
+}
+
 /* Reaps every buried sandbox. Called without the manager's lock. */
 static void reap_graves(struct session_manager *mgr)
 {
@@ -107,6 +139,46 @@ static void reap_graves(struct session_manager *mgr)
                         return;
                 sandbox_free(sb);
         }
+}
+
+/* 0, or -EMFILE / -ENFILE when the daemon could not open the fds of n more sandboxes and
+ * keep SESSION_FD_RESERVE free. Any other failure of the probe counts as room: the sandbox's
+ * own start then reports it. */
+static int fds_short(struct session_manager *mgr, unsigned n)
+{
+        int r = fd_room(n * mgr->fds_per_sandbox + SESSION_FD_RESERVE);
+
+        return r == -EMFILE || r == -ENFILE ? r : 0;
+}
+
+int session_fd_room(struct session_manager *mgr, unsigned n, struct airlock_error *err)
+{
+        struct rlimit rl = { 0 };
+        int r;
+
+        r = fds_short(mgr, n);
+        if (r < 0) {
+                /* Sandboxes of sessions that just ended may hold fds until the worker reaps
+                 * them: a client that deleted a session to make room gets it at once. */
+                reap_graves(mgr);
+                r = fds_short(mgr, n);
+        }
+        if (r == 0)
+                return 0;
+        if (r == -ENFILE)
+                return airlock_error_set(err, -EMFILE,
+                                         "the machine is out of file descriptors (fs.file-max): "
+                                         "no new session until some are freed");
+        (void) getrlimit(RLIMIT_NOFILE, &rl);
+        return airlock_error_set(err, -EMFILE,
+                                 "the daemon is out of file descriptors: its open-file limit "
+                                 "(RLIMIT_NOFILE %llu) has no room for %s next to the %u live "
+                                 "ones (%u fds each); end or stop a session, or restart the "
+                                 "daemon with a higher limit (ulimit -n, systemd LimitNOFILE=) "
+                                 "or a lower --max-sessions",
+                                 (unsigned long long) rl.rlim_cur,
+                                 n == 1 ? "another session" : "these sessions", mgr->n_sessions,
+                                 mgr->fds_per_sandbox);
 }
 
 static void session_free(struct session *s)
@@ -159,9 +231,77 @@ struct session *session_new_object(struct session_manager *mgr, const char *id,
         return s;
 }
 
+/* FNV-1a of an id: ids are random, but a lookup may bring any string a client sent. */
+static size_t id_hash(const char *id)
+{
+        uint64_t h = 14695981039346656037ULL;
+
+        for (; *id; id++)
+                h = (h ^ (unsigned char) *id) * 1099511628211ULL;
+        return (size_t) h;
+}
+
+/* Puts s into an index that has room for it. */
+static void index_put(struct session **by_id, unsigned cap, struct session *s)
+{
+        size_t i = id_hash(s->id) & (cap - 1);
+
+        while (by_id[i])
+                i = (i + 1) & (cap - 1);
+        by_id[i] = s;
+}
+
+/* Grows the index, if needed, so that n sessions leave it at most half full. */
+static int index_reserve(struct session_manager *mgr, unsigned n)
+{
+        unsigned cap = mgr->by_id_cap ? mgr->by_id_cap : 64;
+        struct session **v;
+
+        while (cap < 2 * n)
+                cap *= 2;
+        if (cap == mgr->by_id_cap)
+                return 0;
+        v = calloc(cap, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        for (unsigned i = 0; i < mgr->by_id_cap; i++)
+                if (mgr->by_id[i])
+                        index_put(v, cap, mgr->by_id[i]);
+        free(mgr->by_id);
+        mgr->by_id = v;
+        mgr->by_id_cap = cap;
+        return 0;
+}
+
+/* Takes s out of the index. The entries after it in its run move back into the gap where
+ * their home slot allows (backward-shift deletion), so that no lookup stops early at it. */
+static void index_remove(struct session_manager *mgr, struct session *s)
+{
+        size_t mask = (size_t) mgr->by_id_cap - 1, i, j;
+
+        if (!mgr->by_id_cap)
+                return;
+        for (i = id_hash(s->id) & mask; mgr->by_id[i] != s; i = (i + 1) & mask)
+                if (!mgr->by_id[i])
+                        return;
+        mgr->by_id[i] = NULL;
+        for (j = (i + 1) & mask; mgr->by_id[j]; j = (j + 1) & mask) {
+                size_t home = id_hash(mgr->by_id[j]->id) & mask;
+
+                /* j may fill the gap at i when i lies on its probe path, in [home, j). */
+                if (((j - home) & mask) >= ((j - i) & mask)) {
+                        mgr->by_id[i] = mgr->by_id[j];
+                        mgr->by_id[j] = NULL;
+                        i = j;
+                }
+        }
+}
+
 /* Adds s to the table, which takes a reference. Called with the manager's lock held. */
 int session_table_add(struct session_manager *mgr, struct session *s)
 {
+        int r;
+
         if (mgr->n_sessions == mgr->cap_sessions) {
                 unsigned cap = mgr->cap_sessions ? mgr->cap_sessions * 2 : 16;
                 struct session **v = realloc(mgr->sessions, cap * sizeof(*v));
@@ -170,25 +310,36 @@ int session_table_add(struct session_manager *mgr, struct session *s)
                 mgr->sessions = v;
                 mgr->cap_sessions = cap;
         }
+        r = index_reserve(mgr, mgr->n_sessions + 1);
+        if (r < 0)
+                return r;
+        s->table_pos = mgr->n_sessions;
         mgr->sessions[mgr->n_sessions++] = session_ref(s);
+        index_put(mgr->by_id, mgr->by_id_cap, s);
         return 0;
 }
 
 /* Removes s from the table; the caller drops the table's reference after unlocking. */
 void session_table_remove(struct session_manager *mgr, struct session *s)
 {
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (mgr->sessions[i] == s) {
-                        mgr->sessions[i] = mgr->sessions[--mgr->n_sessions];
-                        return;
-                }
+        unsigned pos = s->table_pos;
+
+        if (pos >= mgr->n_sessions || mgr->sessions[pos] != s)
+                return;
+        mgr->sessions[pos] = mgr->sessions[--mgr->n_sessions];
+        mgr->sessions[pos]->table_pos = pos;
+        index_remove(mgr, s);
 }
 
 struct session *session_table_find(struct session_manager *mgr, const char *id)
 {
-        for (unsigned i = 0; i < mgr->n_sessions; i++)
-                if (strcmp(mgr->sessions[i]->id, id) == 0)
-                        return mgr->sessions[i];
+        size_t mask = (size_t) mgr->by_id_cap - 1;
+
+        if (!mgr->by_id_cap)
+                return NULL;
+        for (size_t i = id_hash(id) & mask; mgr->by_id[i]; i = (i + 1) & mask)
+                if (strcmp(mgr->by_id[i]->id, id) == 0)
+                        return mgr->by_id[i];
         return NULL;
 }
 
@@ -408,15 +559,102 @@ static bool bury_one_stale_member(struct session_manager *mgr)
         return false;
 }
 
+/* Starts one sandbox for a pool that is short of its target. Lock held, dropped while the
+ * sandbox starts. Returns whether there was one to start. */
+static bool refill_one_member(struct session_manager *mgr)
+{
+        struct airlock_error err = { { 0 } };
+        struct profile_slot *todo = NULL;
+        struct sandbox *sb = NULL;
+        struct pool_member *m;
+        char id[SESSION_ID_LEN + 1];
+        int r;
+
+        for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
+                struct profile_slot *slot = mgr->profiles[i];
+                if (session_pool_current_len(slot) + slot->starting + slot->warming <
+                    slot->pool_target)
+                        todo = slot;
+        }
+        if (!todo)
+                return false;
+        /* Out of fds, the pool waits (a second, or until a sandbox ends) rather than fail to
+         * start a member and give up on the profile for good; it leaves the room of one more
+         * sandbox to the clients, so that a session ended to make room makes it for them. */
+        if (fds_short(mgr, 2) < 0) {
+                if (!mgr->fds_short_logged)
+                        log_warn("profile=%s msg=\"the warm pool is not refilled: the daemon is "
+                                 "short of file descriptors (RLIMIT_NOFILE)\"",
+                                 todo->profile->name);
+                mgr->fds_short_logged = true;
+                return false;
+        }
+        mgr->fds_short_logged = false;
+
+        todo->starting++;
+        session_make_id(id);
+        pthread_mutex_unlock(&mgr->lock);
+        r = session_start_sandbox(mgr, todo, id, &sb, &err);
+        pthread_mutex_lock(&mgr->lock);
+        todo->starting--;
+        if (r < 0) {
+                log_error("profile=%s msg=\"cannot start a warm session: %s\"", todo->profile->name,
+                          err.msg);
+                /* Do not spin on a profile that cannot start. */
+                todo->pool_target = 0;
+                todo->pool_failed = true;
+                return true;
+        }
+        if (mgr->stopping || session_pool_current_len(todo) >= todo->pool_target ||
+            sandbox_zygote_generation(sb) != atomic_load(&todo->generation)) {
+                /* Not needed, or forked from a zygote replaced meanwhile. */
+                session_bury(mgr, sb);
+                return true;
+        }
+        if (session_pool_find_stale(todo) >= 0) {
+                /* A current member takes the place of a stale one. */
+                m = &todo->pool[session_pool_find_stale(todo)];
+                session_bury(mgr, m->sb);
+        } else {
+                if (todo->pool_len == todo->pool_cap) {
+                        unsigned cap = todo->pool_cap ? todo->pool_cap * 2 : 4;
+                        struct pool_member *v = realloc(todo->pool, cap * sizeof(*v));
+                        if (!v) {
+                                sandbox_free(sb);
+                                return true;
+                        }
+                        todo->pool = v;
+                        todo->pool_cap = cap;
+                }
+                m = &todo->pool[todo->pool_len++];
+        }
+        *m = (struct pool_member){ .sb = sb, .generation = sandbox_zygote_generation(sb) };
+        memcpy(m->id, id, sizeof(id));
+        log_debug("profile=%s msg=\"warm session started\"", todo->profile->name);
+        return true;
+}
+
+/* One step for the warm pools: a stale member buried, a missing one started, or a cold one
+ * warmed. Lock held. Returns whether it did anything. */
+static bool pool_step(struct session_manager *mgr)
+{
+        if (bury_one_stale_member(mgr) || refill_one_member(mgr))
+                return true;
+        /* The pools are full: warm their cold members, one at a time. A full pool comes
+         * first, so a burst of creates gets cold members quickly rather than waiting for warm
+         * ones. */
+        return warm_one_member(mgr);
+}
+
 /* The worker thread: stops idle sessions, checkpoints quiet ones, deletes long-stopped ones,
  * refills the warm pools and reaps ended sandboxes. */
 static void *worker_main(void *arg)
 {
         struct session_manager *mgr = arg;
+        bool pools_turn = true;
 
         pthread_mutex_lock(&mgr->lock);
         while (!mgr->stopping) {
-                struct profile_slot *todo = NULL;
                 struct session *s;
                 struct timespec until;
                 bool more_graves;
@@ -427,6 +665,16 @@ static void *worker_main(void *arg)
                 pthread_mutex_lock(&mgr->lock);
                 now = now_ns();
 
+                /* The pools and the sessions' timers take turns, one step each, so that neither
+                 * waits out a wave of the other: a checkpoint or a stop takes about 12 ms, and
+                 * 1,000 sessions that go quiet together would otherwise keep the pools empty
+                 * for 12 s (every create meanwhile forks on the request path), while a stream
+                 * of creates would keep idle sessions from ever stopping. */
+                if (pools_turn && pool_step(mgr)) {
+                        pools_turn = false;
+                        continue;
+                }
+                pools_turn = true;
                 s = table_pick(mgr, now, due_to_stop);
                 if (s) {
                         struct airlock_error err = { { 0 } };
@@ -472,71 +720,7 @@ static void *worker_main(void *arg)
                         pthread_mutex_lock(&mgr->lock);
                         continue;
                 }
-                if (bury_one_stale_member(mgr))
-                        continue;
-                for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
-                        struct profile_slot *slot = mgr->profiles[i];
-                        if (session_pool_current_len(slot) + slot->starting + slot->warming <
-                            slot->pool_target)
-                                todo = slot;
-                }
-                if (todo) {
-                        struct airlock_error err = { { 0 } };
-                        struct sandbox *sb = NULL;
-                        char id[SESSION_ID_LEN + 1];
-                        int r;
-
-                        todo->starting++;
-                        session_make_id(id);
-                        pthread_mutex_unlock(&mgr->lock);
-                        r = session_start_sandbox(mgr, todo, id, &sb, &err);
-                        pthread_mutex_lock(&mgr->lock);
-                        todo->starting--;
-                        if (r < 0) {
-                                log_error("profile=%s msg=\"cannot start a warm session: %s\"",
-                                          todo->profile->name, err.msg);
-                                /* Do not spin on a profile that cannot start. */
-                                todo->pool_target = 0;
-                                todo->pool_failed = true;
-                        } else if (mgr->stopping ||
-                                   session_pool_current_len(todo) >= todo->pool_target ||
-                                   sandbox_zygote_generation(sb) !=
-                                           atomic_load(&todo->generation)) {
-                                /* Not needed, or forked from a zygote replaced meanwhile. */
-                                session_bury(mgr, sb);
-                        } else if (session_pool_find_stale(todo) >= 0) {
-                                /* A current member takes the place of a stale one. */
-                                struct pool_member *m = &todo->pool[session_pool_find_stale(todo)];
-                                session_bury(mgr, m->sb);
-                                *m = (struct pool_member){ .sb = sb,
-                                                           .generation =
-                                                                   sandbox_zygote_generation(sb) };
-                                memcpy(m->id, id, sizeof(id));
-                        } else {
-                                if (todo->pool_len == todo->pool_cap) {
-                                        unsigned cap = todo->pool_cap ? todo->pool_cap * 2 : 4;
-                                        struct pool_member *m =
-                                                realloc(todo->pool, cap * sizeof(*m));
-                                        if (!m) {
-                                                sandbox_free(sb);
-                                                continue;
-                                        }
-                                        todo->pool = m;
-                                        todo->pool_cap = cap;
-                                }
-                                todo->pool[todo->pool_len].sb = sb;
-                                memcpy(todo->pool[todo->pool_len].id, id, sizeof(id));
-                                todo->pool[todo->pool_len].warm = false;
-                                todo->pool[todo->pool_len].generation =
-                                        sandbox_zygote_generation(sb);
-                                todo->pool_len++;
-                        }
-                        continue;
-                }
-                /* The pools are full: warm their cold members, one at a time. A full pool
-                 * comes first, so a burst of creates gets cold members quickly rather than
-                 * waiting for warm ones. */
-                if (warm_one_member(mgr))
+                if (pool_step(mgr))
                         continue;
                 pthread_mutex_lock(&mgr->grave_lock);
                 more_graves = mgr->n_grave > 0;
@@ -616,6 +800,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 return r;
         }
         mgr->cfg.features = &mgr->scope.features;
+        mgr->fds_per_sandbox = fds_per_sandbox(mgr->cfg.features);
         if (cfg->max_session_memory) {
                 r = scope_limit_memory(&mgr->scope, cfg->max_session_memory, err);
                 if (r < 0) {
@@ -743,6 +928,7 @@ void session_manager_free(struct session_manager *mgr)
         scope_close(&mgr->scope);
         free(mgr->profiles);
         free(mgr->sessions);
+        free(mgr->by_id);
         free(mgr->grave);
         pthread_mutex_destroy(&mgr->grave_lock);
         pthread_cond_destroy(&mgr->wake);
@@ -824,6 +1010,8 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         }
         r = session_profile_slot(mgr, profile, &slot, err);
         pthread_mutex_unlock(&mgr->lock);
+        if (r >= 0)
+                r = session_fd_room(mgr, 1, err);
         if (r < 0)
                 return r;
 

@@ -57,6 +57,17 @@ struct session_manager_config {
 int session_manager_new(const struct session_manager_config *cfg, struct session_manager **ret_mgr,
                         struct airlock_error *err);
 
+/* File descriptors kept free for connections, the store and file transfers: a new session is
+ * refused (-EMFILE, HTTP 503) rather than take them. */
+#define SESSION_FD_RESERVE 64
+
+/* The open-file limit (RLIMIT_NOFILE) the manager needs to run cfg.max_sessions sessions: each
+ * live session, warm sandbox and zygote holds a few fds in the daemon (its pipes, control
+ * socket, pidfds and a directory per cgroup hierarchy), plus SESSION_FD_RESERVE and the
+ * daemon's own. HTTP connections come on top. *ret_per_session (may be NULL) gets the count
+ * per session. */
+unsigned session_manager_fds_needed(const struct session_manager *mgr, unsigned *ret_per_session);
+
 /* Refuses new sessions and stops every live one (interrupting running cells first), so that
  * the next daemon on the same state directory can resume them; sessions that cannot be saved
  * (or all of them, without a state directory) end as lost ("the daemon shut down"). The

@@ -773,6 +773,44 @@ def test_kill9_during_a_large_upload(fleet):
 # ------------------------------------------------------------------------------------------
 
 
+SLOW_TO_SAVE = ("import time\n"
+                "class SlowToSave:\n"
+                "    def __reduce__(self):\n"
+                "        time.sleep(2)\n"
+                "        return (str, ('saved',))\n"
+                "slow = SlowToSave()")
+
+
+def test_a_wave_of_checkpoints_does_not_hold_up_the_warm_pool(fleet):
+    """The worker that checkpoints quiet sessions also refills the warm pool. A checkpoint
+    takes about 12 ms, so 1,000 sessions quiet at once kept the pool empty for 12 s and every
+    create meanwhile paid a fork on the request path; now the pool and the checkpoints take
+    turns. Here three sessions whose state takes 2 s each to save make the wave, and a create
+    in its middle takes the pool's member: the pool is refilled before the wave ends."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    env["AIRLOCK_LOG"] = "debug"
+    d = fleet.start(["--pool-size", "1", "--checkpoint-after", "1"], env=env)
+    ids = []
+    try:
+        for _ in range(3):
+            ids.append(d.create_session())
+            run_ok(d, ids[-1], SLOW_TO_SAVE)
+        time.sleep(1.5)     # quiet for --checkpoint-after: the wave is under way
+        mark = d.log_size()
+        ids.append(d.create_session())
+        wait_for("the three checkpoints",
+                 lambda: d.log_text().count('msg="checkpoint saved"') >= 3, 60)
+        lines = d.log_since(mark).splitlines()
+        refill = [i for i, line in enumerate(lines) if 'msg="warm session started"' in line]
+        saved = [i for i, line in enumerate(lines) if 'msg="checkpoint saved"' in line]
+        assert refill, "the pool was not refilled after the create:\n" + "\n".join(lines)
+        assert saved and saved[-1] > refill[0], (
+            "the pool waited for the whole wave of checkpoints:\n" + "\n".join(lines))
+    finally:
+        for sid in ids:
+            d.delete_session(sid)
+
+
 def test_idle_session_stops_then_is_deleted(fleet):
     d = fleet.start(["--pool-size", "0", "--stop-after", "1", "--delete-after", "2"])
     sid = d.create_session()

@@ -11,9 +11,11 @@
 #include <criterion/criterion.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -423,4 +425,44 @@ Test(json_util, names_every_type)
                 cr_assert_str_eq(json_type_name(v[i]), want[i]);
                 json_decref(v[i]);
         }
+}
+
+/* fd_room() under a soft limit of 256, in this test's own process (Criterion forks one per
+ * test): room while the top of the range is free; the exact count once a high fd holds the
+ * top (holes below it still count); -EMFILE once fewer than asked are left. */
+Test(fd_room, counts_what_the_limit_leaves)
+{
+        struct rlimit rl;
+        int fds[256], n = 0, high;
+
+        cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+        rl.rlim_cur = 256;
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+        cr_assert_eq(fd_room(0), 0);
+        cr_assert_eq(fd_room(100), 0);
+        cr_assert_eq(fd_room(257), -EMFILE);
+
+        /* The top number taken: the quick check fails, the count still finds room. */
+        high = fcntl(0, F_DUPFD_CLOEXEC, 255);
+        cr_assert_eq(high, 255);
+        cr_assert_eq(fd_room(100), 0);
+
+        /* Fill up to 50 free numbers. */
+        while (true) {
+                int fd = fcntl(0, F_DUPFD_CLOEXEC, 0);
+
+                cr_assert_geq(fd, 0);
+                fds[n++] = fd;
+                if (fd == 255 - 50 - 1)
+                        break;
+        }
+        cr_assert_eq(fd_room(50), 0);
+        cr_assert_eq(fd_room(51), -EMFILE);
+        /* and the probe left nothing open behind it */
+        cr_assert_eq(fcntl(0, F_DUPFD_CLOEXEC, 0), 255 - 50);
+        cr_assert_eq(fd_room(51), -EMFILE);
+        cr_assert_eq(fd_room(49), 0);
+        while (n > 0)
+                close(fds[--n]);
+        close(high);
 }

@@ -1,10 +1,12 @@
 /* Unit tests for the session module's pure parts: which relative paths the files API accepts
  * (everything it accepts is then resolved beneath /work with openat2, see workspace.c), and the
- * removal of trees that code planted (workspace-tree.c), on a private host directory. */
+ * removal of trees that code planted (workspace-tree.c), on a private host directory; and the
+ * session table's index by id (session.c). */
 #include <criterion/criterion.h>
 
 #include "session/sandbox.h"
 #include "session/session-internal.h"
+#include "session/session-table.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -215,4 +217,88 @@ Test(tree, a_file_that_cannot_go_makes_a_partial_removal, .init = tree_setup, .f
                   (unsigned long long) t.removed, (unsigned long long) t.left);
         cr_assert_eq(workspace_tree_remove(NULL, root, "chain", 0, &t), 0);
         (void) close(root);
+}
+
+/* The session table (session.c): the array every scan walks and the index by id that every
+ * request's lookup uses. Thousands of sessions come and go in random order; after each step
+ * every id still in the table is found at the place the array says, and no removed one is. */
+
+static void check_table(struct session_manager *mgr, struct session **all, const bool *in,
+                        unsigned n)
+{
+        unsigned live = 0;
+
+        for (unsigned i = 0; i < n; i++) {
+                struct session *found = session_table_find(mgr, all[i]->id);
+
+                if (!in[i]) {
+                        cr_assert_null(found, "%s was removed but is still found", all[i]->id);
+                        continue;
+                }
+                live++;
+                cr_assert_eq(found, all[i], "%s is not found", all[i]->id);
+                cr_assert_lt(found->table_pos, mgr->n_sessions);
+                cr_assert_eq(mgr->sessions[found->table_pos], found);
+        }
+        cr_assert_eq(mgr->n_sessions, live);
+}
+
+Test(session_table, finds_every_session_among_thousands_that_come_and_go)
+{
+        enum { N = 5000 };
+        struct session_manager *mgr = calloc(1, sizeof(*mgr));
+        struct session **all = calloc(N, sizeof(*all));
+        bool *in = calloc(N, sizeof(*in));
+        unsigned seed = 7;
+
+        cr_assert(mgr && all && in);
+        mgr->cfg.default_stop_after_ms = 1000;
+        for (unsigned i = 0; i < N; i++) {
+                char id[SESSION_ID_LEN + 1];
+
+                session_make_id(id);
+                all[i] = session_new_object(mgr, id, NULL);
+                cr_assert_not_null(all[i]);
+                cr_assert_eq(session_table_add(mgr, all[i]), 0);
+                in[i] = true;
+        }
+        check_table(mgr, all, in, N);
+        cr_assert_null(session_table_find(mgr, "s-000000000000000000000000"));
+        cr_assert_null(session_table_find(mgr, "not an id at all"));
+        cr_assert_null(session_table_find(mgr, ""));
+
+        /* Remove two thirds in random order, checking as we go, then add some back. */
+        for (unsigned k = 0; k < 2 * N / 3; k++) {
+                unsigned i = (unsigned) rand_r(&seed) % N;
+
+                if (!in[i])
+                        continue;
+                session_table_remove(mgr, all[i]);
+                session_table_remove(mgr, all[i]); /* a second time does nothing */
+                in[i] = false;
+                session_unref(all[i]); /* the table's reference */
+                if (k % 500 == 0)
+                        check_table(mgr, all, in, N);
+        }
+        check_table(mgr, all, in, N);
+        for (unsigned i = 0; i < N; i += 3)
+                if (!in[i]) {
+                        cr_assert_eq(session_table_add(mgr, all[i]), 0);
+                        in[i] = true;
+                }
+        check_table(mgr, all, in, N);
+
+        for (unsigned i = 0; i < N; i++) {
+                if (in[i]) {
+                        session_table_remove(mgr, all[i]);
+                        session_unref(all[i]);
+                }
+                session_unref(all[i]);
+        }
+        cr_assert_eq(mgr->n_sessions, 0u);
+        free(mgr->sessions);
+        free(mgr->by_id);
+        free(mgr);
+        free(all);
+        free(in);
 }

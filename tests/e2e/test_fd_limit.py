@@ -1,0 +1,97 @@
+"""The daemon and its open-file limit. Each live session (and warm sandbox, and zygote) holds
+about a dozen fds in the daemon: its pipes, control socket, pidfds and a directory per cgroup
+hierarchy, so --max-sessions 1000 needs an RLIMIT_NOFILE of about 12,000. The daemon raises its
+soft limit to the hard one at start and says when even that cannot cover --max-sessions; past
+the limit a new session is refused with a 503 naming it. Before, the fork of the sandbox lost
+its fds on the way (SCM_RIGHTS truncated) and the client got a 500 "could not fork: bad
+answer", and the worker gave up refilling the warm pool for good.
+
+The daemon here runs under `prlimit --nofile=1100:1100`, room for about 90 sessions (not
+lower: each sandbox sets its own RLIMIT_NOFILE to the profile's "files", 1024, and cannot raise
+it past the daemon's hard limit)."""
+import atexit
+import os
+import shutil
+import stat
+import tempfile
+
+import pytest
+
+from airlock_daemon import AIRLOCK, daemon_fixture
+
+LIMIT = 1100
+MAX_SESSIONS = 200
+
+
+def nofile_wrapper():
+    """A script that runs airlock under the low limit; prlimit execs it, so the daemon keeps
+    the pid the test started."""
+    d = tempfile.mkdtemp(prefix="airlock-e2e-nofile-")
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    path = os.path.join(d, "airlock")
+    with open(path, "w") as f:
+        f.write(f'#!/bin/sh\nexec /usr/bin/prlimit --nofile={LIMIT}:{LIMIT} -- "{AIRLOCK}" "$@"\n')
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return path
+
+
+daemon = daemon_fixture(pytest, args=("--max-sessions", str(MAX_SESSIONS), "--pool-size", "1"),
+                        binary=nofile_wrapper())
+
+
+def fds_of(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_the_start_says_the_limit_cannot_cover_max_sessions(daemon):
+    warnings = [line for line in daemon.log_text().splitlines()
+                if "level=warn" in line and "RLIMIT_NOFILE" in line]
+    assert warnings, "no warning about the open-file limit:\n" + daemon.log_text()[-3000:]
+    assert f"RLIMIT_NOFILE {LIMIT}" in warnings[0]
+    assert f"--max-sessions {MAX_SESSIONS}" in warnings[0]
+
+
+def test_sessions_past_the_limit_are_refused_with_a_reason(daemon):
+    ids = []
+    try:
+        refused = None
+        for _ in range(MAX_SESSIONS):
+            r = daemon.post("/v1/sessions", json={})
+            if r.status_code != 201:
+                refused = r
+                break
+            ids.append(r.json()["id"])
+            assert daemon.execute(ids[-1], "1")["result"] == "1"
+        assert refused is not None, f"{len(ids)} sessions fit in {LIMIT} fds"
+        assert refused.status_code == 503, daemon.why(refused)
+        msg = refused.json()["error"]
+        assert "out of file descriptors" in msg and f"RLIMIT_NOFILE {LIMIT}" in msg, msg
+        assert len(ids) >= 5, f"only {len(ids)} sessions before the refusal: {msg}"
+        assert fds_of(daemon.proc.pid) < LIMIT
+
+        # A one-shot run needs a sandbox too, and says the same.
+        r = daemon.post("/execute", json={"code": "print(1)"})
+        assert r.status_code == 503 and "out of file descriptors" in r.json()["error"], \
+            daemon.why(r)
+
+        # Everything already open still works.
+        assert daemon.get("/healthz").status_code == 200
+        for sid in ids:
+            assert daemon.execute(sid, "2 * 21")["result"] == "42"
+
+        # Room again once sessions end (their fds are freed before the next create is
+        # checked, and the warm pool refills from the same room): a new one opens and runs.
+        for sid in ids[:5]:
+            daemon.delete_session(sid)
+        ids = ids[5:]
+        sid = daemon.create_session()
+        ids.append(sid)
+        assert daemon.execute(sid, "1")["result"] == "1"
+
+        log = daemon.log_text()
+        assert "bad answer" not in log, log[-3000:]
+        # The pool waited for fds instead of giving up on the profile.
+        assert "cannot start a warm session" not in log, log[-3000:]
+    finally:
+        for sid in ids:
+            daemon.delete_session(sid)
