@@ -42,6 +42,15 @@ static const char *const v1_names[CG1_COUNT] = {
         [CG1_CPUACCT] = "cpuacct", [CG1_FREEZER] = "freezer",
 };
 
+/* The files of read_usage(), v2 and v1 names by slot. */
+enum usage_file {
+        USAGE_MEMORY, /* memory.current, memory.usage_in_bytes */
+        USAGE_PEAK,   /* memory.peak (no reset), memory.max_usage_in_bytes */
+        USAGE_CPU,    /* cpu.stat, cpuacct.usage */
+        USAGE_OOM,    /* memory.events, memory.oom_control */
+        USAGE_FILES,
+};
+
 struct cgroup {
         enum cgroup_version version;
         /* v2 uses index 0 only; v1 is indexed by enum cgroup_v1_controller, NULL where the
@@ -56,6 +65,11 @@ struct cgroup {
         /* v2 memory.peak opened for a reset: since Linux 6.12 a reset is local to the open file
          * description, so later reads must go through this same fd. */
         int peak_fd;
+        /* The control files read before and after every execution (enum usage_file), opened on
+         * first use and read again with pread() at offset 0, which has the kernel generate
+         * them anew: an open and a close per file per read cost ~10% of the daemon's CPU
+         * under load. */
+        int usage_fd[USAGE_FILES];
 };
 
 /* What the probe learned from mountinfo and /proc/self/cgroup. */
@@ -230,13 +244,46 @@ static int parse_u64(const char *s, uint64_t *ret)
         return 0;
 }
 
+/* Reads file (below dirfd) into buf, NUL-terminated, through cg's cached fd for slot when cg
+ * is given (opening it on first use), else with an open of its own. */
+static ssize_t read_usage_file(struct cgroup *cg, enum usage_file slot, int dirfd, const char *file,
+                               char *buf, size_t size)
+{
+        size_t got = 0;
+        int fd;
+
+        if (!cg)
+                return read_small_file_at(dirfd, file, buf, size);
+        if (cg->usage_fd[slot] < 0) {
+                /* v1's peak is also reset through this fd (cgroup_reset_peak). */
+                int mode = cg->version == CGROUP_V1 && slot == USAGE_PEAK ? O_RDWR : O_RDONLY;
+                cg->usage_fd[slot] = openat(dirfd, file, mode | O_CLOEXEC | O_NOCTTY);
+                if (cg->usage_fd[slot] < 0)
+                        return -errno;
+        }
+        fd = cg->usage_fd[slot];
+        while (got < size - 1) {
+                ssize_t n = pread(fd, buf + got, size - 1 - got, (off_t) got);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                got += (size_t) n;
+        }
+        buf[got] = '\0';
+        return (ssize_t) got;
+}
+
 /* Reads a control file holding one number, e.g. memory.current. */
-static int read_u64_at(int dirfd, const char *file, uint64_t *ret)
+static int read_usage_u64(struct cgroup *cg, enum usage_file slot, int dirfd, const char *file,
+                          uint64_t *ret)
 {
         char buf[64];
-        ssize_t n;
+        ssize_t n = read_usage_file(cg, slot, dirfd, file, buf, sizeof(buf));
 
-        n = read_small_file_at(dirfd, file, buf, sizeof(buf));
         if (n < 0)
                 return (int) n;
         return parse_u64(buf, ret);
@@ -278,6 +325,19 @@ static int read_keyed_u64_at(int dirfd, const char *file, const char *key, uint6
         if (!buf)
                 return -ENOMEM;
         n = read_small_file_at(dirfd, file, buf, CONTROL_FILE_MAX);
+        if (n < 0)
+                return (int) n;
+        return parse_keyed_u64(buf, key, ret);
+}
+
+/* read_keyed_u64_at() through cg's cached fd for slot (cg may be NULL). The files it reads
+ * (cpu.stat, memory.events, memory.oom_control) are a few hundred bytes. */
+static int read_usage_keyed_u64(struct cgroup *cg, enum usage_file slot, int dirfd,
+                                const char *file, const char *key, uint64_t *ret)
+{
+        char buf[1024];
+        ssize_t n = read_usage_file(cg, slot, dirfd, file, buf, sizeof(buf));
+
         if (n < 0)
                 return (int) n;
         return parse_keyed_u64(buf, key, ret);
@@ -940,9 +1000,10 @@ int cgroup_apply_limits(enum cgroup_version version, const int dirfds[CG1_COUNT]
         return airlock_error_set(err, -EOPNOTSUPP, "no cgroup hierarchy to apply limits to");
 }
 
-/* Reads usage; peak_fd is a v2 memory.peak fd that was reset, or negative. */
-static int read_usage(enum cgroup_version version, const int dirfds[CG1_COUNT], int peak_fd,
-                      struct cgroup_usage *ret_usage)
+/* Reads usage; peak_fd is a v2 memory.peak fd that was reset, or negative. cg, when given,
+ * keeps the files open between calls (struct cgroup, usage_fd). */
+static int read_usage(struct cgroup *cg, enum cgroup_version version, const int dirfds[CG1_COUNT],
+                      int peak_fd, struct cgroup_usage *ret_usage)
 {
         struct cgroup_usage u = { 0 };
         uint64_t v;
@@ -956,7 +1017,7 @@ static int read_usage(enum cgroup_version version, const int dirfds[CG1_COUNT], 
 
                 if (fd < 0)
                         return -EBADF;
-                r = read_u64_at(fd, "memory.current", &u.memory_current);
+                r = read_usage_u64(cg, USAGE_MEMORY, fd, "memory.current", &u.memory_current);
                 if (r < 0)
                         return r;
 
@@ -970,20 +1031,21 @@ static int read_usage(enum cgroup_version version, const int dirfds[CG1_COUNT], 
                         buf[n] = '\0';
                         r = parse_u64(buf, &u.memory_peak);
                 } else {
-                        r = read_u64_at(fd, "memory.peak", &u.memory_peak);
+                        r = read_usage_u64(cg, USAGE_PEAK, fd, "memory.peak", &u.memory_peak);
                 }
                 if (r >= 0)
                         u.has_peak = true;
                 else if (r != -ENOENT)
                         return r;
 
-                r = read_keyed_u64_at(fd, "cpu.stat", "usage_usec", &u.cpu_usec);
+                r = read_usage_keyed_u64(cg, USAGE_CPU, fd, "cpu.stat", "usage_usec", &u.cpu_usec);
                 if (r >= 0)
                         u.has_cpu = true;
                 else if (r != -ENOENT && r != -ENODATA)
                         return r;
 
-                r = read_keyed_u64_at(fd, "memory.events", "oom_kill", &u.oom_kills);
+                r = read_usage_keyed_u64(cg, USAGE_OOM, fd, "memory.events", "oom_kill",
+                                         &u.oom_kills);
                 if (r < 0 && r != -ENOENT && r != -ENODATA)
                         return r;
         } else if (version == CGROUP_V1) {
@@ -991,11 +1053,13 @@ static int read_usage(enum cgroup_version version, const int dirfds[CG1_COUNT], 
 
                 if (mem < 0)
                         return -EBADF;
-                r = read_u64_at(mem, "memory.usage_in_bytes", &u.memory_current);
+                r = read_usage_u64(cg, USAGE_MEMORY, mem, "memory.usage_in_bytes",
+                                   &u.memory_current);
                 if (r < 0)
                         return r;
 
-                r = read_u64_at(mem, "memory.max_usage_in_bytes", &u.memory_peak);
+                r = read_usage_u64(cg, USAGE_PEAK, mem, "memory.max_usage_in_bytes",
+                                   &u.memory_peak);
                 if (r >= 0)
                         u.has_peak = true;
                 else if (r != -ENOENT)
@@ -1003,12 +1067,13 @@ static int read_usage(enum cgroup_version version, const int dirfds[CG1_COUNT], 
 
                 /* The "oom_kill" field appeared in Linux 4.13. memory.failcnt only counts hits
                  * of the limit, which reclaim usually resolves, so it is no OOM kill count. */
-                r = read_keyed_u64_at(mem, "memory.oom_control", "oom_kill", &u.oom_kills);
+                r = read_usage_keyed_u64(cg, USAGE_OOM, mem, "memory.oom_control", "oom_kill",
+                                         &u.oom_kills);
                 if (r < 0 && r != -ENOENT && r != -ENODATA)
                         return r;
 
                 if (dirfds[CG1_CPUACCT] >= 0) {
-                        r = read_u64_at(dirfds[CG1_CPUACCT], "cpuacct.usage", &v);
+                        r = read_usage_u64(cg, USAGE_CPU, dirfds[CG1_CPUACCT], "cpuacct.usage", &v);
                         if (r >= 0) {
                                 u.cpu_usec = v / 1000;
                                 u.has_cpu = true;
@@ -1027,14 +1092,23 @@ static int read_usage(enum cgroup_version version, const int dirfds[CG1_COUNT], 
 int cgroup_read_usage_at(enum cgroup_version version, const int dirfds[CG1_COUNT],
                          struct cgroup_usage *ret_usage)
 {
-        return read_usage(version, dirfds, -EBADF, ret_usage);
+        return read_usage(NULL, version, dirfds, -EBADF, ret_usage);
 }
 
 int cgroup_read_usage(struct cgroup *cg, struct cgroup_usage *ret_usage)
 {
         if (!cg)
                 return -EINVAL;
-        return read_usage(cg->version, cg->dirfd, cg->peak_fd, ret_usage);
+        return read_usage(cg, cg->version, cg->dirfd, cg->peak_fd, ret_usage);
+}
+
+static void close_usage_fds(struct cgroup *cg)
+{
+        for (size_t i = 0; i < USAGE_FILES; i++)
+                if (cg->usage_fd[i] >= 0) {
+                        (void) close(cg->usage_fd[i]);
+                        cg->usage_fd[i] = -EBADF;
+                }
 }
 
 static struct cgroup *cgroup_alloc(enum cgroup_version version)
@@ -1045,6 +1119,8 @@ static struct cgroup *cgroup_alloc(enum cgroup_version version)
                 return NULL;
         cg->version = version;
         cg->peak_fd = -EBADF;
+        for (size_t i = 0; i < USAGE_FILES; i++)
+                cg->usage_fd[i] = -EBADF;
         for (size_t i = 0; i < CG1_COUNT; i++) {
                 cg->dirfd[i] = -EBADF;
                 cg->same_as[i] = (int) i;
@@ -1187,9 +1263,16 @@ int cgroup_reset_peak(struct cgroup *cg)
                 return -EINVAL;
 
         if (cg->version == CGROUP_V1) {
-                /* Any write resets the v1 watermark to the current usage. */
-                r = write_file_at(cg->dirfd[CG1_MEMORY], "memory.max_usage_in_bytes", "0");
-                if (r == -ENOENT || r == -EACCES || r == -EINVAL)
+                /* Any write resets the v1 watermark to the current usage; the fd is the one
+                 * read_usage() reads the peak through, opened for writing too. */
+                char buf[64];
+                ssize_t n =
+                        cg->usage_fd[USAGE_PEAK] >= 0
+                                ? 0
+                                : read_usage_file(cg, USAGE_PEAK, cg->dirfd[CG1_MEMORY],
+                                                  "memory.max_usage_in_bytes", buf, sizeof(buf));
+                r = n < 0 ? (int) n : pwrite(cg->usage_fd[USAGE_PEAK], "0", 1, 0) == 1 ? 0 : -errno;
+                if (r == -ENOENT || r == -EACCES || r == -EINVAL || r == -EBADF)
                         return -EOPNOTSUPP;
                 return r;
         }
@@ -1377,6 +1460,7 @@ int cgroup_destroy(struct cgroup *cg)
                 (void) close(cg->peak_fd);
                 cg->peak_fd = -EBADF;
         }
+        close_usage_fds(cg);
         for (size_t k = CG1_COUNT; k > 0; k--) {
                 size_t i = k - 1;
 
@@ -1406,6 +1490,7 @@ struct cgroup *cgroup_free(struct cgroup *cg)
                 return NULL;
         if (cg->peak_fd >= 0)
                 (void) close(cg->peak_fd);
+        close_usage_fds(cg);
         for (size_t i = 0; i < CG1_COUNT; i++) {
                 if (cg->dirfd[i] >= 0)
                         (void) close(cg->dirfd[i]);

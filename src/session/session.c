@@ -97,8 +97,10 @@ void session_bury(struct session_manager *mgr, struct sandbox *sb)
 
 /* What one sandbox holds open in the daemon: its control socket, its stdout and stderr pipes,
  * the status pipe of its init and pidfds of its init and of its Python (zygote.c, sandbox.c),
- * plus a directory per cgroup hierarchy it has a cgroup in (jail/cgroup.c). */
+ * plus a directory per cgroup hierarchy it has a cgroup in and the four usage files read at
+ * every execution (jail/cgroup.c). */
 #define SANDBOX_FDS 6
+#define CGROUP_USAGE_FDS 4
 /* The daemon's own: listening socket, epoll, the store and its journal, the state directory,
  * the scope's cgroups. */
 #define DAEMON_FDS 32
@@ -108,10 +110,12 @@ static unsigned fds_per_sandbox(const struct jail_features *f)
         unsigned n = SANDBOX_FDS;
 
         if (f->cgroups.version == CGROUP_V2)
-                n++;
-        else if (f->cgroups.version == CGROUP_V1)
+                n += 1 + CGROUP_USAGE_FDS;
+        else if (f->cgroups.version == CGROUP_V1) {
+                n += CGROUP_USAGE_FDS;
                 for (unsigned i = 0; i < CG1_COUNT; i++)
                         n += f->cgroups.v1_parent[i] != NULL;
+        }
         return n;
 }
 

@@ -204,6 +204,18 @@ def test_variables_imports_and_files_persist(daemon, sessions):
     assert u["wall_ms"] >= 0 and u["cpu_ms"] >= 0 and u["peak_memory_bytes"] > 0, u
 
 
+def test_each_cell_reports_its_own_peak_memory(daemon, sessions):
+    """usage.peak_memory_bytes is the cell's own peak: the watermark is reset before every cell
+    (the daemon keeps the cgroup's usage files open between cells and resets through them)."""
+    sid = sessions.new()
+    big = daemon.execute(sid, "x = bytearray(200 << 20); del x")["usage"]["peak_memory_bytes"]
+    small = daemon.execute(sid, "1")["usage"]["peak_memory_bytes"]
+    kept = daemon.execute(sid, "y = bytearray(100 << 20)")["usage"]["peak_memory_bytes"]
+    after = daemon.execute(sid, "2")["usage"]["peak_memory_bytes"]
+    assert big >= 200 << 20 and small < 100 << 20, (big, small)
+    assert kept >= 100 << 20 and after >= 100 << 20 and after < 200 << 20, (kept, after)
+
+
 def test_exceptions_keep_the_session(daemon, sessions):
     sid = sessions.new()
     daemon.execute(sid, "y = 'still here'")
