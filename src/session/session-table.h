@@ -119,7 +119,10 @@ struct session_manager {
         uint64_t zygote_max_age_ms;
         uint64_t next_deletion_scan_ns;
         uint64_t next_liveness_scan_ns; /* reap_dead(): sessions and pool members killed idle */
-        struct store *store;            /* NULL without a state directory */
+        /* No pool work (refill, warm-up) before this: a session was just handed over, and its
+         * first cells should not share the CPUs with a fork (slots.c, POOL_QUIET_MS). */
+        uint64_t pool_quiet_until_ns;
+        struct store *store; /* NULL without a state directory */
         /* The cgroup parent of every sandbox of ours; cfg.features points at scope.features. */
         struct scope scope;
         /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and

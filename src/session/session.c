@@ -642,6 +642,8 @@ static bool refill_one_member(struct session_manager *mgr)
  * warmed. Lock held. Returns whether it did anything. */
 static bool pool_step(struct session_manager *mgr)
 {
+        if (now_ns() < mgr->pool_quiet_until_ns)
+                return false; /* a session was just handed over (slots.c) */
         if (bury_one_stale_member(mgr) || refill_one_member(mgr))
                 return true;
         /* The pools are full: warm their cold members, one at a time. A full pool comes
@@ -732,7 +734,15 @@ static void *worker_main(void *arg)
                 if (more_graves)
                         continue; /* buried while we worked: reap before sleeping */
                 (void) clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += 1;
+                now = now_ns();
+                if (mgr->pool_quiet_until_ns > now &&
+                    mgr->pool_quiet_until_ns - now < 1000000000ULL) {
+                        /* Back when the quiet after a hand-over ends, to refill. */
+                        uint64_t ns = (uint64_t) until.tv_nsec + (mgr->pool_quiet_until_ns - now);
+                        until.tv_sec += (time_t) (ns / 1000000000ULL);
+                        until.tv_nsec = (long) (ns % 1000000000ULL);
+                } else
+                        until.tv_sec += 1;
                 (void) pthread_cond_timedwait(&mgr->wake, &mgr->lock, &until);
         }
         pthread_mutex_unlock(&mgr->lock);

@@ -18,6 +18,12 @@
 #include <string.h>
 #include <time.h>
 
+/* How long after a hand-over the warm pools wait before they refill or warm a member, while
+ * the pool still holds one: a fork and its first page faults cost tens of milliseconds of CPU
+ * on a small machine, and would otherwise land on the new session's first cell
+ * (docs/PERFORMANCE.md). */
+#define POOL_QUIET_MS 50
+
 /* A replacement zygote that failed to start is tried again this much later; meanwhile the
  * old one goes on serving (and the log says so). */
 #define ZYGOTE_RETRY_MS 30000
@@ -273,6 +279,11 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                         slot->pool_hits_cold++;
                 memcpy(ret_id, slot->pool[k].id, SESSION_ID_LEN + 1);
                 slot->pool[k] = slot->pool[--slot->pool_len];
+                /* The session handed over runs its first cells without a fork beside it: a
+                 * refill that can wait (the pool still holds a member) waits a moment. An
+                 * empty pool refills at once. */
+                mgr->pool_quiet_until_ns =
+                        slot->pool_len > 0 ? now_ns() + POOL_QUIET_MS * 1000000ULL : 0;
                 pthread_cond_signal(&mgr->wake); /* refill */
         } else
                 slot->pool_misses++;
