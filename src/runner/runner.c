@@ -532,7 +532,7 @@ static json_t *handle_warmup(void)
 {
         _cleanup_json_ json_t *req =
                 json_pack("{s:s, s:s}", "op", "exec", "code",
-                          "print('warm', 1, file=_airlock_sink)\n"
+                          "import math\nprint('warm', 1, file=_airlock_sink)\n"
                           "_airlock_warm = {'a': [1, 2.5, 'x'], 'b': (None, True)}\n_airlock_warm");
         _cleanup_pydecref_ PyObject *begin = NULL, *end = NULL;
         unsigned cells = 0, quiet = 0;
