@@ -499,7 +499,7 @@ static bool due_for_checkpoint(struct session_manager *mgr, struct session *s, u
 }
 
 /* Takes a cold member out of its pool, has it run a session's first-call path (sandbox_warmup:
- * its first real call then costs no more than its tenth), and puts it back warm. Called with
+ * its first real call then pays no first-time costs), and puts it back warm. Called with
  * the manager's lock held, which it drops while the member works. Returns whether it found
  * one. */
 static bool warm_one_member(struct session_manager *mgr)
