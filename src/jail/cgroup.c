@@ -244,6 +244,29 @@ static int parse_u64(const char *s, uint64_t *ret)
         return 0;
 }
 
+/* cg's fd for the usage file in slot (below dirfd), opened on first use; or -errno. Two
+ * threads may read the usage at once (an execution and a file upload): the first fd stored
+ * wins, the other is closed. v1's peak is also reset through its fd (cgroup_reset_peak), so
+ * that one is opened for writing too. */
+static int usage_fd(struct cgroup *cg, enum usage_file slot, int dirfd, const char *file)
+{
+        int fd = __atomic_load_n(&cg->usage_fd[slot], __ATOMIC_ACQUIRE);
+        int mode = cg->version == CGROUP_V1 && slot == USAGE_PEAK ? O_RDWR : O_RDONLY;
+        int expected = -EBADF;
+
+        if (fd >= 0)
+                return fd;
+        fd = openat(dirfd, file, mode | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (!__atomic_compare_exchange_n(&cg->usage_fd[slot], &expected, fd, false,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                (void) close(fd);
+                fd = expected;
+        }
+        return fd;
+}
+
 /* Reads file (below dirfd) into buf, NUL-terminated, through cg's cached fd for slot when cg
  * is given (opening it on first use), else with an open of its own. */
 static ssize_t read_usage_file(struct cgroup *cg, enum usage_file slot, int dirfd, const char *file,
@@ -254,14 +277,9 @@ static ssize_t read_usage_file(struct cgroup *cg, enum usage_file slot, int dirf
 
         if (!cg)
                 return read_small_file_at(dirfd, file, buf, size);
-        if (cg->usage_fd[slot] < 0) {
-                /* v1's peak is also reset through this fd (cgroup_reset_peak). */
-                int mode = cg->version == CGROUP_V1 && slot == USAGE_PEAK ? O_RDWR : O_RDONLY;
-                cg->usage_fd[slot] = openat(dirfd, file, mode | O_CLOEXEC | O_NOCTTY);
-                if (cg->usage_fd[slot] < 0)
-                        return -errno;
-        }
-        fd = cg->usage_fd[slot];
+        fd = usage_fd(cg, slot, dirfd, file);
+        if (fd < 0)
+                return fd;
         while (got < size - 1) {
                 ssize_t n = pread(fd, buf + got, size - 1 - got, (off_t) got);
                 if (n < 0) {
@@ -1265,13 +1283,9 @@ int cgroup_reset_peak(struct cgroup *cg)
         if (cg->version == CGROUP_V1) {
                 /* Any write resets the v1 watermark to the current usage; the fd is the one
                  * read_usage() reads the peak through, opened for writing too. */
-                char buf[64];
-                ssize_t n =
-                        cg->usage_fd[USAGE_PEAK] >= 0
-                                ? 0
-                                : read_usage_file(cg, USAGE_PEAK, cg->dirfd[CG1_MEMORY],
-                                                  "memory.max_usage_in_bytes", buf, sizeof(buf));
-                r = n < 0 ? (int) n : pwrite(cg->usage_fd[USAGE_PEAK], "0", 1, 0) == 1 ? 0 : -errno;
+                int peak = usage_fd(cg, USAGE_PEAK, cg->dirfd[CG1_MEMORY],
+                                    "memory.max_usage_in_bytes");
+                r = peak < 0 ? peak : pwrite(peak, "0", 1, 0) == 1 ? 0 : -errno;
                 if (r == -ENOENT || r == -EACCES || r == -EINVAL || r == -EBADF)
                         return -EOPNOTSUPP;
                 return r;
