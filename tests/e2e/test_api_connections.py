@@ -9,6 +9,7 @@ bearer token was compared as a C string, so "Bearer <token>\\0junk" was accepted
 
 Every connection here goes to the test's own daemon on 127.0.0.1 (or from 127.0.0.2, which is
 loopback too)."""
+import json
 import resource
 import socket
 import time
@@ -83,6 +84,19 @@ def closed_by_peer(s, within):
         return True
     except socket.timeout:
         return False
+
+
+def session_state(daemon, sid, source):
+    """The state GET /v1/sessions/{sid} reports, asked on a connection of its own from source."""
+    s = connect(daemon, source=source)
+    try:
+        s.sendall(request_bytes(daemon, f"/v1/sessions/{sid}",
+                                (f"Authorization: Bearer {daemon.token}",)))
+        status, _, body = read_response(s)
+        assert status == 200, body
+        return json.loads(body)["state"]
+    finally:
+        s.close()
 
 
 def healthz_answers(daemon, timeout=5, source="127.0.0.1"):
@@ -238,7 +252,12 @@ def test_the_cap_per_client_address_leaves_room_for_others(tmp_path_factory):
                       f"Authorization: Bearer {d.token}\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
             held.append(s)
-        time.sleep(2)   # the four are being served (their cells sleep)
+        # The four are being served (their cells sleep): asked from another address, so as
+        # not to use up this one's cap. A fixed pause was not enough on a loaded machine.
+        deadline = time.monotonic() + 30
+        while not all(session_state(d, sid, source="127.0.0.2") == "busy" for sid in sids):
+            assert time.monotonic() < deadline, "the four cells did not start within 30 s"
+            time.sleep(0.1)
         fifth = connect(d)
         try:
             fifth.sendall(request_bytes(d))
