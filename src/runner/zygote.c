@@ -16,7 +16,9 @@
  * So a session costs two forks of the zygote's image and the setup steps instead of an
  * interpreter start, and every layer of the one-shot sandbox holds per session. Each fork of
  * the image is costly (its page tables are copied, and torn down at exit; docs/PERFORMANCE.md),
- * which is why G is cloned straight into its namespaces rather than forked and unshared. */
+ * which is why G is cloned straight into its namespaces rather than forked and unshared. A
+ * zygote with threads (a preloaded library's, e.g. OpenBLAS's) needs the fork handlers a raw
+ * clone skips: it forks C with glibc, and C unshares the namespaces and forks G, as before. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -94,8 +96,11 @@ static _Noreturn void session_init_loop(pid_t p)
         }
 }
 
-/* Runs in G, the zygote's child. Returns only in P, the session's Python. */
-static void session_child(json_t *req, int ctl, int out, int err, int status, int sync_rd)
+/* Runs in the zygote's child. Returns only in P, the session's Python. With `cloned`, the
+ * child is G already, in its namespaces (the zygote's raw clone); otherwise it is C, a glibc
+ * fork of a zygote that has threads, which makes the namespaces itself and forks G. */
+static void session_child(json_t *req, int ctl, int out, int err, int status, int sync_rd,
+                          int sync_wr, bool cloned)
 {
         struct jail_config cfg = {
                 .rootfs = "/",
@@ -118,11 +123,24 @@ static void session_child(json_t *req, int ctl, int out, int err, int status, in
         (void) signal(SIGCHLD, SIG_DFL);
 
         /* The zygote maps our user namespace's ids, then lets us go on. */
-        if (read(sync_rd, &byte, 1) != 1)
+        if (!cloned && unshare(CLONE_NEWUSER) < 0)
+                die("unshare user", -errno);
+        if ((!cloned && write(sync_wr, "u", 1) != 1) || read(sync_rd, &byte, 1) != 1)
                 _exit(127); /* the zygote gave up on us */
         (void) close(sync_rd);
+        (void) close(sync_wr);
         if (child_setresgid(0) < 0 || child_setresuid(0) < 0)
                 die("become namespace root", -errno);
+        if (!cloned) {
+                if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                            CLONE_NEWNET) < 0)
+                        die("unshare", -errno);
+                pid = fork();
+                if (pid < 0)
+                        die("fork", -errno);
+                if (pid > 0)
+                        _exit(0); /* G lives on under the zygote, which reaps it */
+        }
 
         if (wire_send_ex(ctl, json_pack("{s:s}", "op", "hello"), NULL, 0, true) < 0)
                 _exit(127);
@@ -188,7 +206,27 @@ static void session_child(json_t *req, int ctl, int out, int err, int status, in
          * executed program would be dumpable again, and so is P. */
         (void) close(STATUS_FD);
         (void) prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-        PyOS_AfterFork_Child();
+        if (cloned)
+                PyOS_AfterFork_Child(); /* C did it otherwise, right after glibc's fork */
+}
+
+/* Whether this process has one thread: then a raw clone, which runs none of glibc's or the
+ * libraries' fork handlers, is safe. A preloaded library may have started threads (OpenBLAS
+ * does, with OPENBLAS_NUM_THREADS above 1) and registered a handler that stops them before a
+ * fork; a clone would leave their state in the child with no threads behind it. */
+static bool single_threaded(void)
+{
+        char buf[1024], *p;
+        ssize_t n = read_small_file_at(AT_FDCWD, "/proc/self/stat", buf, sizeof(buf));
+        long threads = 0;
+
+        /* Field 20, num_threads; fields after the command (which may hold spaces) from 3 on. */
+        p = n > 0 ? strrchr(buf, ')') : NULL;
+        for (int field = 2; p && field < 20; field++)
+                p = strchr(p + 1, ' ');
+        if (p)
+                threads = strtol(p + 1, NULL, 10);
+        return threads == 1;
 }
 
 static int write_nested_maps(pid_t pid, unsigned slot)
@@ -209,16 +247,20 @@ static int write_nested_maps(pid_t pid, unsigned slot)
 int zygote_fork(json_t *req)
 {
         unsigned slot = (unsigned) json_u64(req, "slot", 0);
-        int sv[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, down[2] = { -1, -1 },
-            st[2] = { -1, -1 };
+        int sv[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, up[2] = { -1, -1 },
+            down[2] = { -1, -1 }, st[2] = { -1, -1 };
+        bool cloned = single_threaded();
+        struct pollfd pfd;
+        char byte;
         pid_t pid;
-        int r = 0, one = 1;
+        ssize_t got;
+        int r = 0, one = 1, n, saved;
 
         if (slot >= JAIL_ZYGOTE_SLOTS_MAX)
                 return -EINVAL;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
-            pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(down, O_CLOEXEC) < 0 ||
-            pipe2(st, O_CLOEXEC) < 0) {
+            pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0 ||
+            pipe2(down, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) {
                 r = -errno;
                 goto out;
         }
@@ -226,25 +268,48 @@ int zygote_fork(json_t *req)
         (void) setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 
         /* G in its own namespaces straight away: a raw clone, since glibc has no fork with
-         * flags. Z is single-threaded, so no lock of glibc's can be held across it; G runs no
-         * Python, and P, forked by G with glibc's fork, finishes Python's after-fork work. */
+         * flags. With one thread no lock of glibc's can be held across it; G runs no Python,
+         * and P, forked by G with glibc's fork, finishes Python's after-fork work. A zygote
+         * with threads forks with glibc instead, and the child makes the namespaces. */
         PyOS_BeforeFork();
-        pid = (pid_t) syscall(SYS_clone,
-                              CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-                                      CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD,
-                              NULL, NULL, NULL, 0);
+        if (cloned)
+                pid = (pid_t) syscall(SYS_clone,
+                                      CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                              CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD,
+                                      NULL, NULL, NULL, 0);
+        else
+                pid = fork();
+        saved = errno;
         if (pid == 0) {
+                if (!cloned)
+                        PyOS_AfterFork_Child();
                 (void) close(sv[0]), (void) close(out[0]), (void) close(err[0]);
-                (void) close(down[1]), (void) close(st[0]);
-                session_child(req, sv[1], out[1], err[1], st[1], down[0]);
+                (void) close(up[0]), (void) close(down[1]), (void) close(st[0]);
+                session_child(req, sv[1], out[1], err[1], st[1], down[0], up[1], cloned);
                 return 1; /* P */
         }
         PyOS_AfterFork_Parent();
         if (pid < 0) {
-                r = -errno;
+                r = -saved;
                 goto out;
         }
 
+        if (!cloned) {
+                /* Map the child's new user namespace once it has made it. A finished
+                 * session's SIGCHLD may interrupt these waits: retry on EINTR. */
+                pfd = (struct pollfd){ .fd = up[0], .events = POLLIN };
+                do
+                        n = poll(&pfd, 1, 5000);
+                while (n < 0 && errno == EINTR);
+                do
+                        got = n == 1 ? read(up[0], &byte, 1) : -1;
+                while (got < 0 && errno == EINTR);
+                if (got != 1) {
+                        r = -ETIMEDOUT;
+                        (void) kill(pid, SIGKILL);
+                        goto out;
+                }
+        }
         /* Map the child's new user namespace, then let it go on. */
         r = write_nested_maps(pid, slot);
         if (r < 0 || write(down[1], "g", 1) != 1) {
@@ -254,13 +319,14 @@ int zygote_fork(json_t *req)
         }
         {
                 int fds[4] = { sv[0], out[0], err[0], st[0] };
-                json_t *o = json_pack("{s:s, s:i}", "op", "forked", "slot", (int) slot);
+                json_t *o = json_pack("{s:s, s:i, s:b}", "op", "forked", "slot", (int) slot,
+                                      "cloned", cloned);
                 r = o ? wire_send_ex(CTL_FD, o, fds, 4, false) : -ENOMEM;
                 json_decref(o);
         }
 out:
         for (int i = 0; i < 2; i++) {
-                int *fds[] = { &sv[i], &out[i], &err[i], &down[i], &st[i] };
+                int *fds[] = { &sv[i], &out[i], &err[i], &up[i], &down[i], &st[i] };
                 for (size_t k = 0; k < ELEMENTSOF(fds); k++)
                         if (*fds[k] >= 0)
                                 (void) close(*fds[k]);

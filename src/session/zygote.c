@@ -35,9 +35,10 @@ struct zygote {
         bool used[ZYGOTE_SLOTS];
         unsigned next_slot;
         bool broken;
-        unsigned generation; /* unique in this daemon, never 0 */
-        unsigned forks;      /* sandboxes forked so far */
-        uint64_t ready_ns;   /* monotonic time the zygote said ready */
+        atomic_bool warned_threads; /* said once that it forks in two steps */
+        unsigned generation;        /* unique in this daemon, never 0 */
+        unsigned forks;             /* sandboxes forked so far */
+        uint64_t ready_ns;          /* monotonic time the zygote said ready */
 };
 
 /* Every zygote started by this daemon gets the next number: pool members remember theirs, so
@@ -341,6 +342,12 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
                 zygote_release_slot(z, slot);
                 return r;
         }
+        if (json_is_false(json_object_get(frame, "cloned")) &&
+            !atomic_exchange(&z->warned_threads, true))
+                log_warn("profile=%s msg=\"the zygote has threads (a preloaded library started "
+                         "them, e.g. OpenBLAS with cpus above 1): its sessions are forked in two "
+                         "steps, a few milliseconds more each (docs/PERFORMANCE.md)\"",
+                         p->name);
         json_decref(frame);
         ctl = fds[0], out = fds[1], errfd = fds[2], status = fds[3];
         (void) setsockopt(ctl, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));

@@ -41,6 +41,9 @@ def test_the_pool_member_runs_cells_until_one_costs_no_page_fault(daemon, sessio
     # cells of a freshly forked sandbox always fault (copy-on-write of the zygote's pages).
     assert 3 <= cells <= 32
     assert faults > 0
+    # The default profile's zygote has one thread, so sessions are cloned straight into their
+    # namespaces (the fast path); a zygote with threads would say so in the log.
+    assert "the zygote has threads" not in daemon.log_text()
 
 
 def test_a_warm_session_starts_clean(daemon, sessions):
