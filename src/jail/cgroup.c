@@ -257,6 +257,9 @@ static int usage_fd(struct cgroup *cg, enum usage_file slot, int dirfd, const ch
         if (fd >= 0)
                 return fd;
         fd = openat(dirfd, file, mode | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 && mode == O_RDWR && (errno == EACCES || errno == EPERM || errno == EROFS))
+                /* Readable still; the reset then reports EOPNOTSUPP (EBADF on write). */
+                fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
         if (!__atomic_compare_exchange_n(&cg->usage_fd[slot], &expected, fd, false,
@@ -1250,6 +1253,15 @@ int cgroup_create(const struct cgroup_root *root, const char *name,
         if (r < 0)
                 return r;
 
+        /* The files every execution reads are opened now, not on first use, so that the fds
+         * a sandbox holds are all there when the daemon counts its room for one more (and on
+         * v2 the reset's memory.peak fd exists before any read would open a second one).
+         * Whatever fails here is tried again on first use. */
+        {
+                struct cgroup_usage u;
+                (void) cgroup_reset_peak(cg);
+                (void) cgroup_read_usage(cg, &u);
+        }
         *ret_cg = TAKE_PTR(cg);
         return 0;
 }

@@ -95,3 +95,37 @@ def test_sessions_past_the_limit_are_refused_with_a_reason(daemon):
     finally:
         for sid in ids:
             daemon.delete_session(sid)
+
+
+def test_a_session_holds_the_fds_the_daemon_counts_for_it(daemon):
+    """The room check counts a fixed number of fds per sandbox (the log says how many); a
+    sandbox must hold all of them from the start, not open some on its first cell, or the
+    check admits sessions that later take the fds the daemon keeps in reserve."""
+    import re
+    import time
+    m = re.search(r"\((\d+) each\)", daemon.log_text())
+    assert m, daemon.log_text()[-3000:]
+    per = int(m.group(1))
+    fd_dir = f"/proc/{daemon.proc.pid}/fd"
+    ids = []
+    try:
+        time.sleep(1)  # the warm pool (of 1) is full and idle
+        assert daemon.get("/v1/profiles").status_code == 200  # our connection is open
+        before = len(os.listdir(fd_dir))
+        for _ in range(3):
+            r = daemon.post("/v1/sessions", json={})
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        deadline = time.monotonic() + 30
+        while True:  # the pool refills once: one more sandbox than the three taken from it
+            grown = len(os.listdir(fd_dir)) - before
+            if grown >= 3 * per or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert grown == 3 * per, f"3 sessions grew the daemon's fds by {grown}, not 3 x {per}"
+        for sid in ids:  # a first cell opens nothing more
+            assert daemon.execute(sid, "1")["result"] == "1"
+        assert len(os.listdir(fd_dir)) - before == 3 * per
+    finally:
+        for sid in ids:
+            daemon.delete_session(sid)
