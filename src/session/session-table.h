@@ -79,6 +79,10 @@ struct profile_slot {
         /* What creates got (GET /v1/profiles, "pool"): a warm member, a member not warmed yet,
          * or nothing, so the sandbox was started on the request. */
         uint64_t pool_hits_warm, pool_hits_cold, pool_misses;
+        /* No refill or warm-up of this pool before this, while it still holds a member: a
+         * session was just handed over, and its first cells should not share the CPUs with a
+         * fork (slots.c, POOL_QUIET_MS). */
+        uint64_t quiet_until_ns;
 };
 
 struct ended {
@@ -119,10 +123,7 @@ struct session_manager {
         uint64_t zygote_max_age_ms;
         uint64_t next_deletion_scan_ns;
         uint64_t next_liveness_scan_ns; /* reap_dead(): sessions and pool members killed idle */
-        /* No pool work (refill, warm-up) before this: a session was just handed over, and its
-         * first cells should not share the CPUs with a fork (slots.c, POOL_QUIET_MS). */
-        uint64_t pool_quiet_until_ns;
-        struct store *store; /* NULL without a state directory */
+        struct store *store;            /* NULL without a state directory */
         /* The cgroup parent of every sandbox of ours; cfg.features points at scope.features. */
         struct scope scope;
         /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and

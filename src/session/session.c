@@ -498,6 +498,25 @@ static bool due_for_checkpoint(struct session_manager *mgr, struct session *s, u
                quiet_for(s, now, mgr->cfg.checkpoint_after_ms);
 }
 
+/* Whether slot's pool waits before a refill or a warm-up: a session was just handed over from
+ * it (slots.c, POOL_QUIET_MS), and it still holds a member for the next create. Lock held. */
+static bool pool_is_quiet(const struct profile_slot *slot, uint64_t now)
+{
+        return slot->quiet_until_ns > now && slot->pool_len > 0;
+}
+
+/* The earliest end of a pool's quiet within a second from now, or now + 1 s. Lock held. */
+static uint64_t pools_quiet_until(const struct session_manager *mgr, uint64_t now)
+{
+        uint64_t until = now + 1000000000ULL;
+
+        for (unsigned i = 0; i < mgr->n_profiles; i++)
+                if (pool_is_quiet(mgr->profiles[i], now) &&
+                    mgr->profiles[i]->quiet_until_ns < until)
+                        until = mgr->profiles[i]->quiet_until_ns;
+        return until;
+}
+
 /* Takes a cold member out of its pool, has it run a session's first-call path (sandbox_warmup:
  * its first real call then pays no first-time costs), and puts it back warm. Called with
  * the manager's lock held, which it drops while the member works. Returns whether it found
@@ -514,6 +533,7 @@ static bool warm_one_member(struct session_manager *mgr)
         for (unsigned i = 0; i < mgr->n_profiles && !slot; i++)
                 for (unsigned k = 0; k < mgr->profiles[i]->pool_len; k++)
                         if (!mgr->profiles[i]->pool[k].warm &&
+                            !pool_is_quiet(mgr->profiles[i], now_ns()) &&
                             session_pool_member_is_current(mgr->profiles[i],
                                                            &mgr->profiles[i]->pool[k])) {
                                 slot = mgr->profiles[i];
@@ -577,7 +597,8 @@ static bool refill_one_member(struct session_manager *mgr)
         for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
                 struct profile_slot *slot = mgr->profiles[i];
                 if (session_pool_current_len(slot) + slot->starting + slot->warming <
-                    slot->pool_target)
+                            slot->pool_target &&
+                    !pool_is_quiet(slot, now_ns()))
                         todo = slot;
         }
         if (!todo)
@@ -642,8 +663,6 @@ static bool refill_one_member(struct session_manager *mgr)
  * warmed. Lock held. Returns whether it did anything. */
 static bool pool_step(struct session_manager *mgr)
 {
-        if (now_ns() < mgr->pool_quiet_until_ns)
-                return false; /* a session was just handed over (slots.c) */
         if (bury_one_stale_member(mgr) || refill_one_member(mgr))
                 return true;
         /* The pools are full: warm their cold members, one at a time. A full pool comes
@@ -735,14 +754,13 @@ static void *worker_main(void *arg)
                         continue; /* buried while we worked: reap before sleeping */
                 (void) clock_gettime(CLOCK_REALTIME, &until);
                 now = now_ns();
-                if (mgr->pool_quiet_until_ns > now &&
-                    mgr->pool_quiet_until_ns - now < 1000000000ULL) {
-                        /* Back when the quiet after a hand-over ends, to refill. */
-                        uint64_t ns = (uint64_t) until.tv_nsec + (mgr->pool_quiet_until_ns - now);
+                {
+                        /* A second, or until a pool's quiet after a hand-over ends. */
+                        uint64_t ns =
+                                (uint64_t) until.tv_nsec + (pools_quiet_until(mgr, now) - now);
                         until.tv_sec += (time_t) (ns / 1000000000ULL);
                         until.tv_nsec = (long) (ns % 1000000000ULL);
-                } else
-                        until.tv_sec += 1;
+                }
                 (void) pthread_cond_timedwait(&mgr->wake, &mgr->lock, &until);
         }
         pthread_mutex_unlock(&mgr->lock);

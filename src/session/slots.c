@@ -282,8 +282,12 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                 /* The session handed over runs its first cells without a fork beside it: a
                  * refill that can wait (the pool still holds a member) waits a moment. An
                  * empty pool refills at once. */
-                mgr->pool_quiet_until_ns =
-                        slot->pool_len > 0 ? now_ns() + POOL_QUIET_MS * 1000000ULL : 0;
+                /* A quiet already running is not extended: a burst of creates delays the
+                 * refill by POOL_QUIET_MS at most. */
+                if (slot->pool_len == 0)
+                        slot->quiet_until_ns = 0;
+                else if (slot->quiet_until_ns <= now_ns())
+                        slot->quiet_until_ns = now_ns() + POOL_QUIET_MS * 1000000ULL;
                 pthread_cond_signal(&mgr->wake); /* refill */
         } else
                 slot->pool_misses++;
