@@ -129,7 +129,9 @@ static void drain_output(struct zygote *z)
 /* The sandbox's environment plus LD_BIND_NOW=1: the zygote resolves every symbol of the runner
  * and its libraries when it starts, so the sessions it forks do not each write the shared
  * relocation pages on their first calls (a copy-on-write fault per page; docs/PERFORMANCE.md).
- * The runner drops the variable before Python starts, so user code never sees it. */
+ * The runner drops the variable before Python starts, so os.environ, bash and subprocesses do
+ * not have it (the process's original environment block, /proc/self/environ, still shows it:
+ * a loader flag, harmless). */
 static char **zygote_env(char *const *envp)
 {
         size_t n = 0;

@@ -3,7 +3,8 @@ cells through the runner's real exec path until one costs no page fault, so a se
 cell is as fast as its tenth. These tests check what that must never change: the warm-up runs
 (the daemon logs how many cells and page faults it took), and it leaves no trace a user can see
 in the session it warmed: not its variables, not its execution count, not its cell sources in
-tracebacks, not what it printed, not the loader variable the zygote starts with."""
+tracebacks, not what it printed, not the loader variable the zygote starts with (in
+os.environ)."""
 import os
 import re
 import time
