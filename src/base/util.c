@@ -54,15 +54,23 @@ int read_full(int fd, void *buf, size_t len)
 ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t max)
 {
         _cleanup_close_ int fd = -EBADF;
-        size_t got = 0;
 
         if (max == 0)
                 return -EINVAL;
         fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
+        return pread_small(fd, buf, max);
+}
+
+ssize_t pread_small(int fd, char *buf, size_t max)
+{
+        size_t got = 0;
+
+        if (max == 0)
+                return -EINVAL;
         while (got < max - 1) {
-                ssize_t n = read(fd, buf + got, max - 1 - got);
+                ssize_t n = pread(fd, buf + got, max - 1 - got, (off_t) got);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;

@@ -15,6 +15,9 @@ int read_full(int fd, void *buf, size_t len);
 /* Reads at most max-1 bytes of the file at dirfd/path into buf and NUL-terminates it.
  * Returns the number of bytes read or -errno. */
 ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t max);
+/* The same for an open fd, read from offset 0 whatever its position (a cgroup or proc file
+ * read this way again is generated anew). Returns the length or -errno. */
+ssize_t pread_small(int fd, char *buf, size_t max);
 
 /* Writes value to the existing file at dirfd/path (no O_CREAT). Returns 0 or -errno. */
 int write_file_at(int dirfd, const char *path, const char *value);

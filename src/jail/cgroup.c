@@ -275,7 +275,6 @@ static int usage_fd(struct cgroup *cg, enum usage_file slot, int dirfd, const ch
 static ssize_t read_usage_file(struct cgroup *cg, enum usage_file slot, int dirfd, const char *file,
                                char *buf, size_t size)
 {
-        size_t got = 0;
         int fd;
 
         if (!cg)
@@ -283,19 +282,7 @@ static ssize_t read_usage_file(struct cgroup *cg, enum usage_file slot, int dirf
         fd = usage_fd(cg, slot, dirfd, file);
         if (fd < 0)
                 return fd;
-        while (got < size - 1) {
-                ssize_t n = pread(fd, buf + got, size - 1 - got, (off_t) got);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                got += (size_t) n;
-        }
-        buf[got] = '\0';
-        return (ssize_t) got;
+        return pread_small(fd, buf, size);
 }
 
 /* Reads a control file holding one number, e.g. memory.current. */
@@ -1045,12 +1032,9 @@ static int read_usage(struct cgroup *cg, enum cgroup_version version, const int 
                 /* memory.peak appeared in Linux 5.19. */
                 if (peak_fd >= 0) {
                         char buf[64];
-                        ssize_t n = pread(peak_fd, buf, sizeof(buf) - 1, 0);
+                        ssize_t n = pread_small(peak_fd, buf, sizeof(buf));
 
-                        if (n < 0)
-                                return -errno;
-                        buf[n] = '\0';
-                        r = parse_u64(buf, &u.memory_peak);
+                        r = n < 0 ? (int) n : parse_u64(buf, &u.memory_peak);
                 } else {
                         r = read_usage_u64(cg, USAGE_PEAK, fd, "memory.peak", &u.memory_peak);
                 }

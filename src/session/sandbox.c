@@ -1021,14 +1021,6 @@ int sandbox_warmup(struct sandbox *sb, unsigned *ret_cells, uint64_t *ret_faults
         int r = request_simple_frame(sb, json_pack("{s:s}", "op", "warmup"), "ok", 30000, &frame,
                                      err);
 
-        if (r == 0 && sb->jail->cgroup) {
-                /* What every execution does first on the daemon's side, so that the files it
-                 * reads are open (and the kernel's buffers for them made) before the session's
-                 * first cell. */
-                struct cgroup_usage u;
-                (void) cgroup_reset_peak(sb->jail->cgroup);
-                (void) cgroup_read_usage(sb->jail->cgroup, &u);
-        }
         if (r == 0) {
                 json_t *cells = json_object_get(frame, "cells"),
                        *faults = json_object_get(frame, "faults");
