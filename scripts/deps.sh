@@ -7,7 +7,7 @@ packages=(
         # build
         gcc meson ninja-build pkg-config libseccomp-dev libjansson-dev libpython3.11-dev python3
         libmicrohttpd-dev libcurl4-openssl-dev
-        libsqlite3-dev
+        libsqlite3-dev libpcre2-dev
         # what the sandbox's default profiles import
         python3-numpy python3-pandas python3-scipy python3-matplotlib
         # tests and checks
