@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # airlock's MCP server against real clients from npm: the official TypeScript SDK client
-# (stdio and streamable HTTP) and the official conformance runner (server mode). Installs the
-# pinned packages (npm ci, from the npm cache when it can), starts a daemon on a free loopback
-# port with a temporary state directory and the token it creates there, runs the node:test
-# suites, then stops the daemon (by its pid) and removes what it made.
+# (stdio and streamable HTTP) and the official conformance runner (server mode); and, with the
+# same SDK client, the MCP servers the Glue is tested with (servers.test.mjs: the example CRM
+# server and tests/e2e/mcp_fixture.py, which need no daemon). Installs the pinned packages
+# (npm ci, from the npm cache when it can), starts a daemon on a free loopback port with a
+# temporary state directory and the token it creates there, runs the node:test suites, then
+# stops the daemon (by its pid) and removes what it made.
 #
 #   tests/mcp/run.sh              uses $AIRLOCK_BIN, else build/src/cli/airlock
 set -euo pipefail
@@ -83,4 +85,4 @@ AIRLOCK_TOKEN=$(cat "$tmp/state/token")
 export AIRLOCK_TOKEN
 export AIRLOCK_PROXY_PORT=$proxy_port
 
-node --test sdk.test.mjs transport.test.mjs conformance.test.mjs
+node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs
