@@ -24,6 +24,7 @@ struct api_server {
         struct session_manager *mgr;
         const struct chat_gateway_config *chat; /* borrowed; NULL = the gateway is off */
         struct tools_backend *tools_backend;    /* the MCP sessions' sandboxes, on mgr */
+        struct hub *hub;                        /* internal tools (borrowed); NULL = none */
         struct mcp_http *mcp;                   /* /mcp: the MCP sessions */
         enum jail_isolation mode;
         char *token;

@@ -11,6 +11,7 @@
 
 struct api_server;
 struct chat_gateway_config;
+struct hub;
 struct session_manager;
 
 struct api_config {
@@ -22,6 +23,9 @@ struct api_config {
         /* POST /v1/chat/completions (docs/CHAT.md); borrowed, must outlive the server;
          * NULL = the gateway is off (503). */
         const struct chat_gateway_config *chat;
+        /* Internal tools (--mcp-config), offered at /mcp and GET /v1/tools; borrowed, must
+         * outlive the server; NULL = none. */
+        struct hub *hub;
         /* Connections (0 = the defaults below). */
         unsigned max_connections;            /* open at once (default 4096) */
         unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)

@@ -34,6 +34,8 @@ static const char *body_type_name(enum body_type t)
                 return "a number";
         case BODY_OBJECT:
                 return "an object";
+        case BODY_ARRAY:
+                return "an array";
         }
         return "?";
 }
@@ -47,6 +49,8 @@ static bool body_type_matches(enum body_type t, const json_t *v)
                 return json_is_number(v);
         case BODY_OBJECT:
                 return json_is_object(v);
+        case BODY_ARRAY:
+                return json_is_array(v);
         }
         return false;
 }
@@ -293,6 +297,36 @@ static int env_parse(json_t *obj, char ***ret_env, struct body_error *err)
         return 0;
 }
 
+/* An optional array of strings (tool names; their syntax is the session module's to check). */
+static int names_parse(json_t *root, const char *field, char ***ret, struct body_error *err)
+{
+        json_t *v = json_object_get(root, field), *e;
+        size_t i;
+        char **out;
+
+        *ret = NULL;
+        if (!v)
+                return 0;
+        if (json_array_size(v) > 1024)
+                return body_fail(err, field, "%s: at most 1024 names", field);
+        out = calloc(json_array_size(v) + 1, sizeof(char *));
+        if (!out)
+                return -ENOMEM;
+        json_array_foreach (v, i, e) {
+                if (!json_is_string(e)) {
+                        strv_free(out);
+                        return body_fail(err, field, "%s[%zu]: expected a string", field, i);
+                }
+                out[i] = strdup(json_string_value(e));
+                if (!out[i]) {
+                        strv_free(out);
+                        return -ENOMEM;
+                }
+        }
+        *ret = out;
+        return 0;
+}
+
 int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct session_body *ret,
                        struct body_error *err)
 {
@@ -301,6 +335,8 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
                 { "stop_after_s", BODY_NUMBER, false },
                 { "idle_timeout_s", BODY_NUMBER, false }, /* the old name of stop_after_s */
                 { "env", BODY_OBJECT, false },
+                { "code_tools", BODY_ARRAY, false },
+                { "approved_tools", BODY_ARRAY, false },
         };
         json_t *root = NULL;
         struct session_body out = { 0 };
@@ -339,10 +375,18 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
                 if (r < 0)
                         goto fail;
         }
+        r = names_parse(root, "code_tools", &out.code_tools, err);
+        if (r == 0)
+                r = names_parse(root, "approved_tools", &out.approved_tools, err);
+        if (r < 0)
+                goto fail;
         *ret_root = root;
         *ret = out;
         return 0;
 fail:
+        strv_free(out.env);
+        strv_free(out.code_tools);
+        strv_free(out.approved_tools);
         json_decref(root);
         return r;
 }

@@ -26,6 +26,7 @@ enum body_type {
         BODY_STRING,
         BODY_NUMBER,
         BODY_OBJECT,
+        BODY_ARRAY,
 };
 
 /* A field an endpoint accepts. */
@@ -62,6 +63,8 @@ struct session_body {
         const char *profile;    /* NULL = the default profile; borrowed from *ret_root */
         uint64_t stop_after_ms; /* 0 = the daemon's default */
         char **env;
+        char **code_tools;     /* NULL = the profile's */
+        char **approved_tools; /* NULL = none */
 };
 
 int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct session_body *ret,

@@ -23,8 +23,9 @@ static const char *field_in_message(const char *msg, const char *const *candidat
 
 int api_handle_session_create(struct api_request *req)
 {
-        static const char *const fields[] = { "stop_after_s", "profile", "env", NULL };
-        _cleanup_strv_free_ char **env = NULL;
+        static const char *const fields[] = { "stop_after_s", "profile",        "env",
+                                              "code_tools",   "approved_tools", NULL };
+        _cleanup_strv_free_ char **env = NULL, **code_tools = NULL, **approved = NULL;
         struct airlock_error err = { { 0 } };
         struct body_error berr = { { 0 } };
         struct session_body body;
@@ -39,10 +40,14 @@ int api_handle_session_create(struct api_request *req)
         if (r < 0)
                 return r;
         env = body.env;
+        code_tools = body.code_tools;
+        approved = body.approved_tools;
         r = session_create(req->srv->mgr,
                            &(struct session_create_options){ .profile = body.profile,
                                                              .stop_after_ms = body.stop_after_ms,
-                                                             .env = env },
+                                                             .env = env,
+                                                             .code_tools = code_tools,
+                                                             .approved_tools = approved },
                            &s, &err);
         json_decref(root);
         if (r == -ENOENT)

@@ -591,6 +591,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->listen_fd = -EBADF;
         srv->mgr = cfg->mgr;
         srv->chat = cfg->chat;
+        srv->hub = cfg->hub;
         srv->mode = cfg->mode;
         atomic_init(&srv->next_req, 1);
         atomic_init(&srv->in_flight, 0);
@@ -602,7 +603,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         }
         r = tools_backend_local_new(cfg->mgr, &srv->tools_backend);
         if (r >= 0)
-                r = mcp_http_new(srv->tools_backend, &srv->mcp);
+                r = mcp_http_new(srv->tools_backend, srv->hub, &srv->mcp);
         if (r < 0)
                 goto fail;
 

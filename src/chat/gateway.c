@@ -280,7 +280,8 @@ int chat_gateway_complete(const struct chat_gateway_config *cfg, struct tools_ba
         r = toolbox_new(backend,
                         &(struct toolbox_options){ .profile = cfg->profile,
                                                    .session_id = session_id,
-                                                   .keep_session = true },
+                                                   .keep_session = true,
+                                                   .hub = cfg->hub },
                         &tb);
         if (r < 0) {
                 llm_client_free(llm);

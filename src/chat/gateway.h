@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct hub;
 struct tools_backend;
 
 #define CHAT_GATEWAY_SESSION_HEADER "X-Airlock-Session"
@@ -23,6 +24,7 @@ struct chat_gateway_config {
         unsigned max_rounds;   /* 0 = CHAT_MAX_ROUNDS_DEFAULT */
         bool require_approval; /* never run code: return the proposed code to the client */
         const char *profile;   /* profile of the sessions it creates; NULL = default */
+        struct hub *hub;       /* internal tools declared beside airlock's; NULL = none */
 };
 
 struct chat_gateway_reply {

@@ -106,7 +106,7 @@ static void call_done(struct call *c)
 }
 
 /* Parses the arguments of one call: OpenAI sends a JSON text; some servers an object. */
-static void call_parse(struct call *c, json_t *tc)
+static void call_parse(struct call *c, json_t *tc, struct toolbox *tb)
 {
         json_t *fn = json_object_get(tc, "function"), *a;
         json_error_t jerr;
@@ -123,7 +123,7 @@ static void call_parse(struct call *c, json_t *tc)
                 return;
         }
         t = tools_find(c->name);
-        if (!t) {
+        if (!t && !toolbox_has_tool(tb, c->name)) {
                 (void) snprintf(c->problem, sizeof(c->problem),
                                 "error: there is no tool named '%.100s'; the tools are: %s",
                                 c->name, names);
@@ -159,7 +159,8 @@ static void call_parse(struct call *c, json_t *tc)
                                                           : "a scalar");
                 return;
         }
-        if (tools_validate(t, c->args, &aerr) < 0)
+        /* An internal tool's arguments are checked by the hub, against the server's schema. */
+        if (t && tools_validate(t, c->args, &aerr) < 0)
                 (void) snprintf(c->problem, sizeof(c->problem), "error: %.100s: %s", c->name,
                                 aerr.msg);
 }
@@ -403,7 +404,7 @@ static json_t *pending_calls(json_t *history_msg)
                 struct call c = {};
                 json_t *p;
 
-                call_parse(&c, tc);
+                call_parse(&c, tc, NULL);
                 c.id = json_string_value(json_object_get(tc, "id"));
                 p = json_pack("{s:s, s:s, s:O}", "id", c.id ? c.id : "", "name",
                               c.name ? c.name : "", "arguments",
@@ -447,7 +448,7 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
                 err->http_status = 0;
                 return -EINVAL;
         }
-        tools = tools_declarations(TOOLS_FORMAT_OPENAI);
+        tools = toolbox_declarations(tb, TOOLS_FORMAT_OPENAI);
         if (!calls || !tools || json_object_set(request, "tools", tools) < 0)
                 return -ENOMEM;
         if (opts->model && json_object_set_new(request, "model", json_string(opts->model)) < 0)
@@ -519,7 +520,7 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
                 json_array_foreach (json_object_get(history, "tool_calls"), i, tc) {
                         struct call c = {};
 
-                        call_parse(&c, json_array_get(tcs, i));
+                        call_parse(&c, json_array_get(tcs, i), tb);
                         c.id = json_string_value(json_object_get(tc, "id"));
                         r = run_call(tb, opts, &c, messages, calls);
                         call_done(&c);

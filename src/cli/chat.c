@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "chat/chat.h"
+#include "hub/hub.h"
 #include "jail/jail.h"
 #include "session/session.h"
 #include "tools/base64.h"
@@ -65,6 +66,8 @@ static const char chat_help[] =
         "                          --state-dir\n"
         "      --state-dir DIR     the daemon's state directory, to find its token\n"
         "      --isolation MODE    in-process sandboxes: namespaces (default), process or none\n"
+        "      --mcp-config FILE   MCP servers whose tools the model gets too (docs/TOOLS.md);\n"
+        "                          also AIRLOCK_MCP_CONFIG. They run here, beside this command\n"
         "\n"
         "exit status: 0 answered; 1 an internal failure; 2 bad usage or configuration; 3 the\n"
         "model still wanted tools after --max-rounds rounds; 4 the endpoint cannot be reached;\n"
@@ -76,6 +79,7 @@ struct chat_args {
         const char *system;
         const char *profile;
         const char *url, *state_dir, *isolation;
+        const char *mcp_config;
         char *prompt; /* the words after the options, joined; NULL = conversation */
         uint64_t timeout_ms;
         unsigned max_rounds;
@@ -106,7 +110,8 @@ static int parse_args(int argc, char **argv, struct chat_args *a)
                 OPT_SYSTEM,
                 OPT_URL,
                 OPT_STATE_DIR,
-                OPT_ISOLATION
+                OPT_ISOLATION,
+                OPT_MCP_CONFIG
         };
         static const struct option opts[] = {
                 { "base-url", required_argument, NULL, OPT_BASE_URL },
@@ -121,6 +126,7 @@ static int parse_args(int argc, char **argv, struct chat_args *a)
                 { "url", required_argument, NULL, OPT_URL },
                 { "state-dir", required_argument, NULL, OPT_STATE_DIR },
                 { "isolation", required_argument, NULL, OPT_ISOLATION },
+                { "mcp-config", required_argument, NULL, OPT_MCP_CONFIG },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -187,6 +193,9 @@ static int parse_args(int argc, char **argv, struct chat_args *a)
                         break;
                 case OPT_ISOLATION:
                         a->isolation = optarg;
+                        break;
+                case OPT_MCP_CONFIG:
+                        a->mcp_config = optarg;
                         break;
                 case 'h':
                         fputs(chat_help, stdout);
@@ -633,6 +642,7 @@ int cmd_chat(int argc, char **argv)
         struct jail_features features;
         bool have_features = false;
         struct session_manager *mgr = NULL;
+        struct hub *hub = NULL;
         struct cli_client *client = NULL;
         struct tools_backend *backend = NULL;
         struct llm_client *llm = NULL;
@@ -686,6 +696,11 @@ int cmd_chat(int argc, char **argv)
         }
         opts.model = cfg.model;
         (void) signal(SIGPIPE, SIG_IGN);
+        if (cli_hub_start("chat", a.mcp_config, &hub) < 0) {
+                status = EXIT_USAGE;
+                goto out;
+        }
+        cli_hub_wait(hub);
 
         if (a.url) {
                 r = cli_client_new("chat", a.url, a.state_dir, &client);
@@ -708,7 +723,8 @@ int cmd_chat(int argc, char **argv)
                                                           .default_stop_after_ms =
                                                                   24ULL * 3600 * 1000,
                                                           .max_stop_after_ms = 24ULL * 3600 * 1000,
-                                                          .interrupt_grace_ms = 2000 },
+                                                          .interrupt_grace_ms = 2000,
+                                                          .hub = hub },
                         &mgr, &err);
                 if (r < 0) {
                         fprintf(stderr, "airlock chat: cannot start sandboxes: %s\n", err.msg);
@@ -722,7 +738,8 @@ int cmd_chat(int argc, char **argv)
                 status = EXIT_CHAT_FAILED;
                 goto out;
         }
-        r = toolbox_new(backend, &(struct toolbox_options){ .profile = a.profile }, &st.tb);
+        r = toolbox_new(backend, &(struct toolbox_options){ .profile = a.profile, .hub = hub },
+                        &st.tb);
         if (r < 0) {
                 status = EXIT_CHAT_FAILED;
                 goto out;
@@ -762,6 +779,7 @@ out:
         tools_backend_free(backend);
         cli_client_free(client);
         session_manager_free(mgr);
+        hub_free(hub);
         if (have_features)
                 jail_features_done(&features);
         llm_client_free(llm);

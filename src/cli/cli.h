@@ -20,6 +20,18 @@ int cmd_exec(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_tools(int argc, char **argv);
+
+/* Internal tools (src/cli/tools.c). Starts a hub on the mcpServers file path (NULL: the
+ * AIRLOCK_MCP_CONFIG environment variable; neither: *ret_hub = NULL, no internal tools).
+ * Prints "airlock PROG: --mcp-config: <where and why>" and returns -errno for a file that
+ * cannot be used. */
+struct hub;
+int cli_hub_start(const char *prog, const char *path, struct hub **ret_hub);
+
+/* Waits (up to 30 s) for the hub's servers to finish starting, so that a model's first
+ * request sees their tools; warns about the ones still starting. Accepts NULL. */
+void cli_hub_wait(struct hub *h);
 
 /* Resolves the isolation mode from --isolation, else $AIRLOCK_ISOLATION, else namespaces.
  * Prints an error and returns -EINVAL for an unknown name. */

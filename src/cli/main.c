@@ -22,6 +22,8 @@ static const struct cli_command commands[] = {
         { "chat", "talk to a model (any OpenAI-compatible endpoint) that runs code here",
           cmd_chat },
         { "mcp", "serve the tools over MCP on stdio, for MCP clients (docs/MCP.md)", cmd_mcp },
+        { "tools", "list the tools a model gets, internal MCP servers' included (docs/TOOLS.md)",
+          cmd_tools },
 };
 
 static void usage(FILE *f)

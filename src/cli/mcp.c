@@ -9,6 +9,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "hub/hub.h"
 #include "mcp/mcp.h"
 #include "profile/profile.h"
 #include "session/session.h"
@@ -43,13 +44,16 @@ static const char mcp_help[] =
         "                        AIRLOCK_ISOLATION\n"
         "      --url URL         forward to a running daemon instead of running sandboxes\n"
         "                        here (token: AIRLOCK_TOKEN or the daemon's token file)\n"
-        "      --state-dir DIR   where to find the daemon's token file (with --url)\n";
+        "      --state-dir DIR   where to find the daemon's token file (with --url)\n"
+        "      --mcp-config FILE MCP servers whose tools are offered too, as one MCP\n"
+        "                        endpoint (docs/TOOLS.md); also AIRLOCK_MCP_CONFIG\n";
 
 struct mcp_args {
         const char *profile;
         const char *isolation;
         const char *url;
         const char *state_dir;
+        const char *mcp_config;
 };
 
 struct stopper {
@@ -61,12 +65,13 @@ struct stopper {
 
 static int parse_args(int argc, char **argv, struct mcp_args *a)
 {
-        enum { OPT_ISOLATION = 256, OPT_URL, OPT_STATE_DIR };
+        enum { OPT_ISOLATION = 256, OPT_URL, OPT_STATE_DIR, OPT_MCP_CONFIG };
         static const struct option opts[] = {
                 { "profile", required_argument, NULL, 'p' },
                 { "isolation", required_argument, NULL, OPT_ISOLATION },
                 { "url", required_argument, NULL, OPT_URL },
                 { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+                { "mcp-config", required_argument, NULL, OPT_MCP_CONFIG },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -85,6 +90,9 @@ static int parse_args(int argc, char **argv, struct mcp_args *a)
                         break;
                 case OPT_STATE_DIR:
                         a->state_dir = optarg;
+                        break;
+                case OPT_MCP_CONFIG:
+                        a->mcp_config = optarg;
                         break;
                 case 'h':
                         fputs(mcp_help, stdout);
@@ -241,6 +249,7 @@ int cmd_mcp(int argc, char **argv)
         struct cli_client *client = NULL;
         struct tools_backend *backend = NULL;
         struct mcp_conn *conn = NULL;
+        struct hub *hub = NULL;
         struct stopper st = { .wake_fd = -EBADF };
         _cleanup_close_ int wake_read = -EBADF, wake_write = -EBADF;
         enum jail_isolation mode;
@@ -270,6 +279,8 @@ int cmd_mcp(int argc, char **argv)
         wake_write = pipefd[1];
         st.wake_fd = wake_write;
         atomic_init(&st.stop, false);
+        if (cli_hub_start("mcp", a.mcp_config, &hub) < 0)
+                goto out;
 
         if (a.url) {
                 r = cli_client_new("mcp", a.url, a.state_dir, &client);
@@ -303,7 +314,8 @@ int cmd_mcp(int argc, char **argv)
                                                                   24ULL * 3600 * 1000,
                                                           .max_stop_after_ms = 24ULL * 3600 * 1000,
                                                           .interrupt_grace_ms = 2000,
-                                                          .pool_profiles = pool },
+                                                          .pool_profiles = pool,
+                                                          .hub = hub },
                         &mgr, &err);
                 if (r < 0) {
                         fprintf(stderr, "airlock mcp: cannot start sessions: %s\n", err.msg);
@@ -316,10 +328,13 @@ int cmd_mcp(int argc, char **argv)
                 goto out;
         r = mcp_conn_new(&(struct mcp_conn_options){ .backend = backend,
                                                      .profile = a.url ? NULL : a.profile,
-                                                     .name = "stdio" },
+                                                     .name = "stdio",
+                                                     .hub = hub },
                          &conn);
         if (r < 0)
                 goto out;
+        /* Before the first tools/list, so the client sees the internal tools. */
+        cli_hub_wait(hub);
         if (pthread_create(&thread, NULL, stopper_main, &st) != 0) {
                 r = -EAGAIN;
                 goto out;
@@ -342,6 +357,7 @@ out:
                 (void) pthread_join(thread, NULL);
         }
         session_manager_free(mgr);
+        hub_free(hub);
         cli_client_free(client);
         if (probed)
                 jail_features_done(&features);

@@ -12,6 +12,7 @@
 #include "base/util.h"
 #include "chat/chat.h"
 #include "chat/gateway.h"
+#include "hub/hub.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -79,6 +80,11 @@ static const char serve_help[] =
         "      --chat-max-rounds N tool rounds per answer at most (default 10)\n"
         "      --chat-require-approval  never run code: return the proposed code instead\n"
         "\n"
+        "Internal tools (docs/TOOLS.md):\n"
+        "      --mcp-config FILE   the MCP servers behind airlock, in the mcpServers JSON\n"
+        "                          MCP clients read; also AIRLOCK_MCP_CONFIG. Their tools\n"
+        "                          are offered at /mcp, the gateway and Code Mode\n"
+        "\n"
         "The API token is $AIRLOCK_TOKEN, else DIR/token (created on the first start and\n"
         "printed once). SIGTERM or SIGINT stop the daemon cleanly: every live session is\n"
         "stopped (saved) first, and the next daemon on the same state directory resumes it.\n"
@@ -120,6 +126,7 @@ struct serve_args {
         uint64_t llm_timeout_ms;
         unsigned chat_max_rounds;
         bool chat_require_approval;
+        const char *mcp_config;
 };
 
 static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret)
@@ -164,7 +171,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_LLM_API_KEY,
                 OPT_LLM_TIMEOUT,
                 OPT_CHAT_MAX_ROUNDS,
-                OPT_CHAT_REQUIRE_APPROVAL
+                OPT_CHAT_REQUIRE_APPROVAL,
+                OPT_MCP_CONFIG
         };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -192,6 +200,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
                 { "chat-max-rounds", required_argument, NULL, OPT_CHAT_MAX_ROUNDS },
                 { "chat-require-approval", no_argument, NULL, OPT_CHAT_REQUIRE_APPROVAL },
+                { "mcp-config", required_argument, NULL, OPT_MCP_CONFIG },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -313,6 +322,9 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                                 &a->keepalive_timeout_ms) < 0)
                                 return -EINVAL;
                         break;
+                case OPT_MCP_CONFIG:
+                        a->mcp_config = optarg;
+                        break;
                 case OPT_LLM_BASE_URL:
                         a->llm_base_url = optarg;
                         break;
@@ -430,6 +442,7 @@ int cmd_serve(int argc, char **argv)
         struct jail_features features;
         struct session_manager *mgr = NULL;
         struct api_server *srv = NULL;
+        struct hub *hub = NULL;
         struct api_listen l;
         enum jail_isolation mode;
         const char *why = NULL, *env_token;
@@ -516,6 +529,12 @@ int cmd_serve(int argc, char **argv)
         (void) pthread_sigmask(SIG_BLOCK, &mask, NULL);
         (void) signal(SIGPIPE, SIG_IGN);
 
+        /* After the mask: the servers' supervisor threads inherit it (the servers themselves
+         * get a clean one). */
+        if (cli_hub_start("serve", a.mcp_config, &hub) < 0)
+                goto out;
+        gateway.hub = hub;
+
         r = session_manager_new(
                 &(struct session_manager_config){ .features = &features,
                                                   .mode = mode,
@@ -530,7 +549,8 @@ int cmd_serve(int argc, char **argv)
                                                   .zygote_max_sessions = a.zygote_max_sessions,
                                                   .zygote_max_age_ms = a.zygote_max_age_ms,
                                                   .interrupt_grace_ms = 2000,
-                                                  .state_dir = state_dir },
+                                                  .state_dir = state_dir,
+                                                  .hub = hub },
                 &mgr, &err);
         if (r < 0) {
                 fprintf(stderr, "airlock serve: cannot start sessions: %s\n", err.msg);
@@ -545,6 +565,7 @@ int cmd_serve(int argc, char **argv)
                                       .allow_hosts = a.allow_hosts,
                                       .mgr = mgr,
                                       .chat = &gateway,
+                                      .hub = hub,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
                                       .max_connections_per_client = a.max_connections_per_client,
@@ -588,6 +609,7 @@ int cmd_serve(int argc, char **argv)
 out:
         api_server_free(srv);
         session_manager_free(mgr);
+        hub_free(hub);
         jail_features_done(&features);
         chat_config_done(&chat);
         if (token)

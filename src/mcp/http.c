@@ -30,18 +30,20 @@ struct entry {
 
 struct mcp_http {
         struct tools_backend *backend; /* borrowed */
+        struct hub *hub;               /* borrowed; may be NULL */
         pthread_mutex_t lock;          /* guards the list and every entry's refs/last_used */
         struct entry *entries;
         size_t n;
 };
 
-int mcp_http_new(struct tools_backend *backend, struct mcp_http **ret_http)
+int mcp_http_new(struct tools_backend *backend, struct hub *hub, struct mcp_http **ret_http)
 {
         struct mcp_http *h = calloc(1, sizeof(*h));
 
         if (!h)
                 return -ENOMEM;
         h->backend = backend;
+        h->hub = hub;
         (void) pthread_mutex_init(&h->lock, NULL);
         *ret_http = h;
         return 0;
@@ -174,8 +176,9 @@ static int entry_new(struct mcp_http *h, struct entry **ret_e)
         }
         e->id[4 + 2 * sizeof(rnd)] = '\0';
         (void) snprintf(name, sizeof(name), "%.12s", e->id);
-        r = mcp_conn_new(&(struct mcp_conn_options){ .backend = h->backend, .name = name },
-                         &e->conn);
+        r = mcp_conn_new(
+                &(struct mcp_conn_options){ .backend = h->backend, .name = name, .hub = h->hub },
+                &e->conn);
         if (r < 0) {
                 free(e);
                 return r;

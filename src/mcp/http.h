@@ -12,15 +12,17 @@
 #include <stdint.h>
 
 struct mcp_http;
+struct hub;
 struct tools_backend;
 
 #define MCP_HTTP_SESSIONS_MAX 256
 #define MCP_HTTP_IDLE_MS (60ULL * 60 * 1000) /* an MCP session unused this long is dropped */
 #define MCP_HTTP_HEADERS_MAX 4
 
-/* Creates the transport on backend (borrowed: it must outlive the transport). Returns 0 or
- * -ENOMEM. Free with mcp_http_free(). */
-int mcp_http_new(struct tools_backend *backend, struct mcp_http **ret_http);
+/* Creates the transport on backend, its sessions offering hub's internal tools too (both
+ * borrowed: they must outlive the transport; hub may be NULL). Returns 0 or -ENOMEM. Free
+ * with mcp_http_free(). */
+int mcp_http_new(struct tools_backend *backend, struct hub *hub, struct mcp_http **ret_http);
 
 /* Ends every MCP session (and its sandbox session) and frees the transport. Call it after the
  * HTTP server stopped calling mcp_http_handle(). Accepts NULL, returns NULL. */

@@ -19,11 +19,10 @@ int mcp_method_tools_list(struct mcp_conn *c, const struct mcp_request *req, jso
         json_t *params = req->params;
         json_t *tools;
 
-        (void) c;
         /* We never hand out a cursor, so any cursor is one we did not make. */
         if (json_object_get(params, "cursor") && !json_is_null(json_object_get(params, "cursor")))
                 return mcp_rpc_error_set(e, JSONRPC_INVALID_PARAMS, "invalid cursor");
-        tools = tools_declarations(TOOLS_FORMAT_MCP);
+        tools = toolbox_declarations(c->tb, TOOLS_FORMAT_MCP);
         if (!tools)
                 return -ENOMEM;
         *ret_result = json_pack("{s:o}", "tools", tools);
@@ -162,8 +161,7 @@ int mcp_method_tools_call(struct mcp_conn *c, const struct mcp_request *req, jso
                  * error it can read and correct, not as a protocol failure. */
                 char buf[300];
                 (void) snprintf(buf, sizeof(buf),
-                                "unknown tool '%.100s'; the tools are run_python, run_shell, "
-                                "write_file, read_file, list_files and reset_session",
+                                "unknown tool '%.100s'; tools/list names the tools there are",
                                 json_string_value(name));
                 *ret_result = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
                                         buf, "isError", true);

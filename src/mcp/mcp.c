@@ -82,7 +82,8 @@ int mcp_conn_new(const struct mcp_conn_options *opts, struct mcp_conn **ret_conn
                 mcp_conn_free(c);
                 return -ENOMEM;
         }
-        r = toolbox_new(opts->backend, &(struct toolbox_options){ .profile = opts->profile },
+        r = toolbox_new(opts->backend,
+                        &(struct toolbox_options){ .profile = opts->profile, .hub = opts->hub },
                         &c->tb);
         if (r < 0) {
                 mcp_conn_free(c);

@@ -30,6 +30,7 @@
 #define MCP_BATCH_TIME_MAX_MS (300ULL * 1000)
 
 struct mcp_conn;
+struct hub;
 struct tools_backend;
 
 /* True when version is one this server speaks. */
@@ -48,6 +49,8 @@ struct mcp_conn_options {
         const char *profile;           /* profile of the session its tools start; NULL default */
         const char *name;              /* for log lines, e.g. "stdio" or the MCP session id */
         uint64_t batch_time_max_ms;    /* 0: MCP_BATCH_TIME_MAX_MS */
+        struct hub *hub;               /* internal tools offered beside airlock's (borrowed;
+                                        * NULL = none) */
 };
 
 /* Creates the state of one MCP connection. No sandbox session exists until a tool needs one.

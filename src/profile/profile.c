@@ -36,12 +36,13 @@
 #define KEY_MAX 320
 
 static const char *const top_level_keys[] = {
-        "description", "languages", "preload", "imports", "policy",
-        "limits",      "network",   "rootfs",  "env",     "start",
+        "description", "languages", "preload", "imports", "policy",     "limits",
+        "network",     "rootfs",    "env",     "start",   "code_tools",
 };
 
 #define TOP_LEVEL_KEYS_TEXT                                                                        \
-        "description, languages, preload, imports, policy, limits, network, rootfs, env, start"
+        "description, languages, preload, imports, policy, limits, network, rootfs, env, start, "  \
+        "code_tools"
 
 /* The loader and the interpreter read these before the runner installs the profile's import
  * policy, so a profile that sets them could load code the policy never sees. Every LD_ variable
@@ -92,9 +93,10 @@ static const struct limit_spec limit_specs[] = {
         LIMIT("workspace", LIMIT_SIZE, workspace_bytes, MIB, TIB, "between 1MiB and 1TiB"),
         LIMIT("tmp", LIMIT_SIZE, tmp_bytes, MIB, TIB, "between 1MiB and 1TiB"),
         LIMIT("files", LIMIT_COUNT, files, 64, 65536, "between 64 and 65536"),
+        LIMIT("tool_calls", LIMIT_COUNT, tool_calls, 1, 100000, "between 1 and 100000"),
 };
 
-#define LIMIT_KEYS_TEXT "memory, cpus, pids, timeout, output, workspace, tmp, files"
+#define LIMIT_KEYS_TEXT "memory, cpus, pids, timeout, output, workspace, tmp, files, tool_calls"
 
 /* What every parse step needs to report an error: the file being read and where to write. */
 struct parse_ctx {
@@ -307,21 +309,32 @@ static int parse_languages(const struct parse_ctx *ctx, const json_t *v, struct 
 }
 
 /* Parses an array of module names into a NULL-terminated vector. */
-static int parse_modules(const struct parse_ctx *ctx, const char *name, const json_t *v,
-                         char ***ret)
+/* What one kind of name list accepts, for parse_names(). */
+struct name_kind {
+        const char *plural;   /* "module names" */
+        const char *singular; /* "a module name" */
+        bool (*valid)(const char *s);
+        const char *expected; /* what the message says a bad one should be */
+};
+
+/* An array of names of one kind, as a NULL-terminated vector. */
+static int parse_names(const struct parse_ctx *ctx, const char *name, const json_t *v,
+                       const struct name_kind *kind, char ***ret)
 {
-        _cleanup_strv_free_ char **mods = NULL;
+        _cleanup_strv_free_ char **names = NULL;
         const json_t *item;
         size_t i, n;
+        char expected[64];
 
+        (void) snprintf(expected, sizeof(expected), "an array of %s", kind->plural);
         if (!json_is_array(v))
-                return fail_type(ctx, name, "an array of module names", v);
+                return fail_type(ctx, name, expected, v);
         n = json_array_size(v);
         if (n > PROFILE_LIST_MAX)
-                return fail(ctx, name, "expected at most %u module names, got %zu",
-                            PROFILE_LIST_MAX, n);
-        mods = calloc(n + 1, sizeof(char *));
-        if (!mods)
+                return fail(ctx, name, "expected at most %u %s, got %zu", PROFILE_LIST_MAX,
+                            kind->plural, n);
+        names = calloc(n + 1, sizeof(char *));
+        if (!names)
                 return -ENOMEM;
         json_array_foreach (v, i, item) {
                 char key[KEY_MAX];
@@ -329,19 +342,61 @@ static int parse_modules(const struct parse_ctx *ctx, const char *name, const js
 
                 (void) snprintf(key, sizeof(key), "%s[%zu]", name, i);
                 if (!json_is_string(item))
-                        return fail_type(ctx, key, "a module name", item);
-                if (!module_name_is_valid(json_string_value(item)))
-                        return fail(ctx, key,
-                                    "expected a dotted Python module name such as "
-                                    "\"matplotlib.pyplot\", got %s",
+                        return fail_type(ctx, key, kind->singular, item);
+                if (!kind->valid(json_string_value(item)))
+                        return fail(ctx, key, "expected %s, got %s", kind->expected,
                                     quote(&q, json_string_value(item)));
-                mods[i] = strdup(json_string_value(item));
-                if (!mods[i])
+                names[i] = strdup(json_string_value(item));
+                if (!names[i])
                         return -ENOMEM;
         }
-        *ret = TAKE_PTR(mods);
+        *ret = TAKE_PTR(names);
         return 0;
 }
+
+static const struct name_kind module_names = {
+        .plural = "module names",
+        .singular = "a module name",
+        .valid = module_name_is_valid,
+        .expected = "a dotted Python module name such as \"matplotlib.pyplot\"",
+};
+
+static int parse_modules(const struct parse_ctx *ctx, const char *name, const json_t *v,
+                         char ***ret)
+{
+        return parse_names(ctx, name, v, &module_names, ret);
+}
+
+bool profile_tool_pattern_is_valid(const char *s)
+{
+        size_t n = strlen(s);
+        const char *slash = strchr(s, '/');
+
+        if (strcmp(s, "*") == 0)
+                return true;
+        if (slash) {
+                /* a server name, "/", "*": every tool of one server */
+                if (strcmp(slash, "/*") != 0 || slash == s || slash - s > 48)
+                        return false;
+                n = (size_t) (slash - s);
+        } else if (n == 0 || n > 64) {
+                return false;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+                      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-' ||
+                      (slash && s[i] == '.')))
+                        return false;
+        return true;
+}
+
+/* "code_tools": the internal tools the sessions' code may call (Code Mode). */
+static const struct name_kind tool_names = {
+        .plural = "tool names",
+        .singular = "a tool name",
+        .valid = profile_tool_pattern_is_valid,
+        .expected = "a tool name (as GET /v1/tools names it), \"SERVER/*\" or \"*\"",
+};
 
 /* One of two words: 0 for the first, 1 for the second (the values of an enum of two). */
 static int parse_either(const struct parse_ctx *ctx, const char *key, const json_t *v,
@@ -640,6 +695,7 @@ void profile_limits_default(struct profile_limits *ret_limits)
                 .workspace_bytes = 256 * MIB,
                 .tmp_bytes = 64 * MIB,
                 .files = 1024,
+                .tool_calls = 1000,
         };
 }
 
@@ -650,6 +706,7 @@ struct profile *profile_free(struct profile *p)
         free(p->name);
         free(p->description);
         strv_free(p->preload);
+        strv_free(p->code_tools);
         strv_free(p->imports);
         free(p->rootfs);
         strv_free(p->env);
@@ -800,6 +857,17 @@ int profile_parse(const char *name, const char *source, const char *text, size_t
         } else {
                 p->env = calloc(1, sizeof(char *));
                 if (!p->env)
+                        return -ENOMEM;
+        }
+
+        v = json_object_get(root, "code_tools");
+        if (v) {
+                r = parse_names(&ctx, "code_tools", v, &tool_names, &p->code_tools);
+                if (r < 0)
+                        return r;
+        } else {
+                p->code_tools = calloc(1, sizeof(char *));
+                if (!p->code_tools)
                         return -ENOMEM;
         }
 

@@ -16,6 +16,10 @@
  *     "rootfs": "/",                                      (directory bound read-only as the
  *                                                          sandbox's /usr, /etc source; "/" = host)
  *     "env": { "NAME": "value" },                         (extra environment for user code)
+ *     "code_tools": ["get_user", "crm/" "*"],             (Code Mode: internal tools the code
+ *                                                          may call: names, all of one server
+ *                                                          ("crm/" then "*"), or "*";
+ *                                                          default [] = none)
  *     "start": "zygote" | "cold"                          (zygote: sessions fork from a warm
  *                                                          zygote (default); cold: each session
  *                                                          is a fresh exec of the runner, with
@@ -51,6 +55,7 @@ struct profile_limits {
         uint64_t workspace_bytes; /* default 256 MiB; 1 MiB .. 1 TiB */
         uint64_t tmp_bytes;       /* default 64 MiB; 1 MiB .. 1 TiB */
         uint32_t files;           /* RLIMIT_NOFILE; default 1024; 64 .. 65536 */
+        uint32_t tool_calls;      /* Code Mode requests per cell; default 1000; 1 .. 100000 */
 };
 
 struct profile {
@@ -65,6 +70,10 @@ struct profile {
         char *rootfs;
         char **env; /* NULL-terminated "NAME=value" strings, never NULL */
         enum profile_start start;
+        /* Code Mode: the internal tools the sessions' code may call: tool names as GET
+         * /v1/tools names them, a server name and "/" then "*" (all its tools), or "*";
+         * NULL-terminated, never NULL (empty: none). */
+        char **code_tools;
 };
 
 /* Fills *ret_limits with the defaults documented above. */
@@ -88,6 +97,10 @@ int profile_list(char ***ret_names);
 
 /* Accepts NULL, returns NULL. */
 struct profile *profile_free(struct profile *p);
+
+/* Whether s can be an entry of code_tools: a tool name ([A-Za-z0-9_-]{1,64}), a server name
+ * of the mcpServers file followed by "/" and "*" (all its tools), or "*". */
+bool profile_tool_pattern_is_valid(const char *s);
 
 /* Returns true when name is a valid profile name. */
 bool profile_name_is_valid(const char *name);

@@ -48,6 +48,9 @@ _SELF = (lambda: None).__code__.co_filename
 _CELL_PREFIX = "<cell "
 
 _profile = "default"
+# Importable whatever the profile's allow-list: airlock_tools is airlock's own (Code Mode), and
+# what it may call is decided by the daemon, not by the import.
+_ALWAYS_ALLOWED = frozenset({"__future__", "airlock_tools"})
 _allowed = None  # frozenset of top-level module names, or None for "anything"
 _allowed_text = ""
 _restricted = False
@@ -218,7 +221,7 @@ def _import_check(ast, tree):
         if kind is ast.Import:
             for alias in node.names:
                 top = alias.name.partition(".")[0]
-                if top not in _allowed and top != "__future__":
+                if top not in _allowed and top not in _ALWAYS_ALLOWED:
                     found.append((node.lineno, node.col_offset, top))
                     break
         elif kind is ast.ImportFrom:
@@ -226,7 +229,7 @@ def _import_check(ast, tree):
                 found.append((node.lineno, node.col_offset, "." * node.level + (node.module or "")))
                 continue
             top = (node.module or "").partition(".")[0]
-            if top not in _allowed and top != "__future__":
+            if top not in _allowed and top not in _ALWAYS_ALLOWED:
                 found.append((node.lineno, node.col_offset, top))
     if found:
         line, _col, top = min(found)
@@ -254,7 +257,7 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
             if level:
                 raise ImportError(_import_refusal("." * level + name), name=name)
             top = name.partition(".")[0]
-            if top not in _allowed and top != "__future__":
+            if top not in _allowed and top not in _ALWAYS_ALLOWED:
                 raise ImportError(_import_refusal(top), name=name)
     return _orig_import(name, globals, locals, fromlist, level)
 
@@ -302,6 +305,7 @@ def configure(profile, imports, policy):
     warnings.filterwarnings("ignore", message=".*is non-interactive, and thus cannot be shown.*")
     _patch_pyplot()
     _install_pyplot_hook()
+    _install_tools_module()
 
 
 def preload(modules):
@@ -1875,3 +1879,163 @@ def _reseed_random_state(nprandom, rs):
         rs.seed([int.from_bytes(raw[i:i + 4], "little") for i in range(0, 32, 4)])
     except TypeError:  # only an MT19937 RandomState can be seeded: the others get new bits
         _fresh_bits(nprandom, rs._bit_generator)
+
+
+# --- Code Mode: airlock_tools -----------------------------------------------------------------
+#
+# `import airlock_tools` in a cell gives one function per tool the session's code may call, plus
+# call(name, **arguments) and list(). Each call is one request on the runner's channel (_channel,
+# set by runner.c), answered by the daemon, which decides what is allowed: nothing here is a
+# security boundary. The tool list is asked once per cell, at first use.
+
+_channel = None  # runner.c: _channel(request_json) -> reply_json
+_tools_cache = (0, None)  # (cell number, the list) of the last list request
+
+
+class ToolError(Exception):
+    """A tool call that failed. kind says why: "tool_error" (the tool ran and reported an error),
+    "not_allowed", "unavailable", "invalid" (the arguments), "timeout", "limit", "too_large",
+    "disabled" (Code Mode is off), "unknown". tool is the tool's name."""
+
+    def __init__(self, message, tool=None, kind=None):
+        super().__init__(message)
+        self.tool = tool
+        self.kind = kind
+
+
+ToolError.__module__ = "airlock_tools"
+
+
+def _json_default(o):
+    for method in ("item", "tolist"):  # numpy scalars and arrays, pandas values
+        f = getattr(o, method, None)
+        if callable(f):
+            return f()
+    f = getattr(o, "isoformat", None)  # datetime, date, pandas Timestamp
+    if callable(f):
+        return f()
+    raise TypeError(f"an argument of type {type(o).__name__} cannot be sent to a tool (send str, "
+                    f"int, float, bool, None, list or dict)")
+
+
+def _tools_request(message):
+    import json
+
+    text = json.dumps(message, default=_json_default, allow_nan=False)
+    reply = json.loads(_channel(text))
+    if "error" in reply:
+        raise ToolError(str(reply["error"]), tool=message.get("name"), kind=reply.get("kind"))
+    return reply.get("ok")
+
+
+def _tools_list():
+    global _tools_cache
+    if _tools_cache[0] != _count or _tools_cache[1] is None:
+        tools = _tools_request({"op": "tool_list"})
+        _tools_cache = (_count, tools if isinstance(tools, list) else [])
+    return _tools_cache[1]
+
+
+def _tools_call(name, /, **arguments):
+    """Call the tool `name` with keyword arguments and return its result as Python data."""
+    if not isinstance(name, str):
+        raise TypeError("airlock_tools.call(name, **arguments): name must be a str")
+    return _tools_request({"op": "tool_call", "name": name, "arguments": arguments})
+
+
+def _tools_public_list():
+    """The tools this session's code may call: [{"name", "python_name", "server", "description",
+    "parameters"}], parameters being the tool's JSON Schema."""
+    return [{"name": t.get("name"), "python_name": t.get("python_name"),
+             "server": t.get("server"), "description": t.get("description", ""),
+             "parameters": t.get("inputSchema") or {}} for t in _tools_list()]
+
+
+class _Tool:
+    """One tool as a Python function: keyword arguments as the tool's parameters (positional
+    ones in the schema's order), the result as Python data, ToolError on failure."""
+
+    def __init__(self, info):
+        import inspect
+
+        self._name = info.get("name")
+        self.__name__ = self.__qualname__ = info.get("python_name") or self._name
+        self.__module__ = "airlock_tools"
+        schema = info.get("inputSchema") or {}
+        props = schema.get("properties") or {}
+        required = [p for p in (schema.get("required") or ()) if p in props]
+        optional = [p for p in props if p not in required]
+        params = []
+        extra = False  # **arguments only for parameters that are not identifiers
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        for p in required + optional:
+            if not (isinstance(p, str) and p.isidentifier()) or p == "self":
+                extra = True
+                continue
+            default = inspect.Parameter.empty if p in required else None
+            params.append(inspect.Parameter(p, kind, default=default))
+        if extra:
+            params.append(inspect.Parameter("arguments", inspect.Parameter.VAR_KEYWORD))
+        self.__signature__ = inspect.Signature(params)
+        lines = [str(info.get("description") or "").strip() or "(no description)", ""]
+        lines.append(f"Internal tool '{self._name}' of server '{info.get('server')}'.")
+        for p, spec in props.items():
+            spec = spec if isinstance(spec, dict) else {}
+            mark = "" if p in required else " (optional)"
+            text = spec.get("description", "")
+            lines.append(f"  {p}: {spec.get('type', 'any')}{mark}{' - ' + text if text else ''}")
+        self.__doc__ = "\n".join(lines)
+
+    def __call__(self, *args, **kwargs):
+        bound = self.__signature__.bind(*args, **kwargs)
+        arguments = {}
+        for key, value in bound.arguments.items():
+            if self.__signature__.parameters[key].kind is self.__signature__.parameters[key].VAR_KEYWORD:
+                arguments.update(value)
+            else:
+                arguments[key] = value
+        return _tools_call(self._name, **arguments)
+
+    def __repr__(self):
+        return f"<airlock tool {self.__name__}{self.__signature__}>"
+
+    def __reduce__(self):  # a saved session gets the tool back by name
+        return (_tool_by_name, (self._name,))
+
+
+def _tool_by_name(name):
+    for info in _tools_list():
+        if info.get("name") == name:
+            return _Tool(info)
+    return _Tool({"name": name, "python_name": name})
+
+
+def _tools_getattr(attr):
+    if attr.startswith("__"):
+        raise AttributeError(attr)
+    tools = _tools_list()
+    for info in tools:
+        if info.get("python_name") == attr:
+            return _Tool(info)
+    names = ", ".join(t.get("python_name", "?") for t in tools) or "none"
+    raise AttributeError(f"airlock_tools has no tool '{attr}'; this session's code may call: "
+                         f"{names} (the session's code_tools, or its profile's, set them)")
+
+
+def _tools_dir():
+    return sorted({"ToolError", "call", "list"} | {t.get("python_name") for t in _tools_list()})
+
+
+def _install_tools_module():
+    import types
+
+    if "airlock_tools" in sys.modules:
+        return
+    m = types.ModuleType("airlock_tools", "Code Mode: call the internal tools this session's code "
+                         "may call, as Python functions (docs/TOOLS.md).")
+    m.ToolError = ToolError
+    m.call = _tools_call
+    m.list = _tools_public_list
+    m.__getattr__ = _tools_getattr
+    m.__dir__ = _tools_dir
+    sys.modules["airlock_tools"] = m

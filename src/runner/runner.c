@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -42,6 +44,105 @@ static PyObject *cell_module;
 /* The profile's output cap: the repr and the rich outputs of a cell are kept within it, so a
  * cell that returns a huge value gets a cut result instead of a killed sandbox. */
 static size_t output_max = 1024 * 1024;
+
+/* ---- Code Mode: the channel airlock_tools calls through ---------------------------------- *
+ * A tool request goes up fd 3 as a frame carrying the running exec's id and a call number; the
+ * daemon answers it with a "tool_reply" frame before the cell's result. Only the cell's own
+ * process may call (a forked child shares fd 3 and would read its parent's replies), and only
+ * while the cell runs (between cells the main loop reads fd 3). The lock keeps one exchange
+ * at a time on the socket; the cell's end waits for it, so no request follows the result. */
+static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool cell_running;
+static pid_t cell_pid;
+static char cell_id[64];
+static long long call_seq;
+
+static void channel_cell_begin(json_t *req)
+{
+        const char *id = json_string_value(json_object_get(req, "id"));
+
+        (void) snprintf(cell_id, sizeof(cell_id), "%s", id ? id : "");
+        cell_pid = getpid();
+        atomic_store(&cell_running, true);
+}
+
+static void channel_cell_end(void)
+{
+        atomic_store(&cell_running, false);
+        /* A call of another thread that is under way finishes before the result goes up. */
+        Py_BEGIN_ALLOW_THREADS(void) pthread_mutex_lock(&channel_lock);
+        (void) pthread_mutex_unlock(&channel_lock);
+        Py_END_ALLOW_THREADS
+}
+
+/* _channel(request_json: str) -> reply_json: str */
+static PyObject *channel_request(PyObject *self, PyObject *arg)
+{
+        _cleanup_json_ json_t *req = NULL, *reply = NULL;
+        _cleanup_free_ char *out = NULL;
+        const char *text;
+        Py_ssize_t len;
+        long long seq;
+        int r = 0;
+
+        (void) self;
+        text = PyUnicode_AsUTF8AndSize(arg, &len);
+        if (!text)
+                return NULL;
+        req = json_loadb(text, (size_t) len, 0, NULL);
+        if (!json_is_object(req)) {
+                PyErr_SetString(PyExc_ValueError, "a tool request is a JSON object");
+                return NULL;
+        }
+        if (getpid() != cell_pid) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "airlock_tools can only be called from the cell's own process, "
+                                "not from a subprocess");
+                return NULL;
+        }
+        seq = ++call_seq;
+        if (json_object_set_new(req, "id", json_string(cell_id)) < 0 ||
+            json_object_set_new(req, "call", json_integer(seq)) < 0)
+                return PyErr_NoMemory();
+        Py_BEGIN_ALLOW_THREADS(void) pthread_mutex_lock(&channel_lock);
+        if (!atomic_load(&cell_running))
+                r = -ESRCH;
+        else
+                r = wire_send(CTL_FD, req);
+        while (r == 0) {
+                json_t *m = NULL;
+                r = wire_recv(CTL_FD, WIRE_FRAME_MAX, &m);
+                if (r < 0)
+                        break;
+                if (strcmp(json_string_value(json_object_get(m, "op")) ?: "", "tool_reply") == 0 &&
+                    json_integer_value(json_object_get(m, "call")) == seq) {
+                        reply = m;
+                        break;
+                }
+                json_decref(m); /* the late reply of a call that gave up */
+        }
+        (void) pthread_mutex_unlock(&channel_lock);
+        Py_END_ALLOW_THREADS if (r == -ESRCH)
+        {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "airlock_tools can only be called while a cell runs (not from a "
+                                "thread that outlived its cell)");
+                return NULL;
+        }
+        if (r < 0) {
+                PyErr_Format(PyExc_OSError, "the channel to airlock failed: %s", strerror(-r));
+                return NULL;
+        }
+        out = json_dumps(reply, JSON_COMPACT);
+        if (!out)
+                return PyErr_NoMemory();
+        return PyUnicode_FromString(out);
+}
+
+static PyMethodDef channel_def = {
+        "_channel", channel_request, METH_O,
+        "Sends one Code Mode request to airlock and returns its reply."
+};
 
 static int send_fatal(const char *what, const char *detail)
 {
@@ -219,6 +320,11 @@ static int python_start(void)
                 PyImport_ExecCodeModuleWithPathnames("airlock_cell", code, "airlock_cell.py", NULL);
         if (!cell_module)
                 return -EINVAL;
+        {
+                _cleanup_pydecref_ PyObject *fn = PyCFunction_New(&channel_def, NULL);
+                if (!fn || PyObject_SetAttrString(cell_module, "_channel", fn) < 0)
+                        return -EINVAL;
+        }
         return 0;
 fail:
         PyConfig_Clear(&config);
@@ -352,7 +458,9 @@ static json_t *handle_exec(json_t *req)
                         json_object_set_new(out, "files",
                                             changed ? py_to_json(changed, 0) : json_array());
         } else {
+                channel_cell_begin(req);
                 res = PyObject_CallMethod(cell_module, "run_cell", "s", code);
+                channel_cell_end();
                 if (!res && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
                         /* An interrupt that landed after the user's code, while the cell module
                          * built its answer: the cell was interrupted, the interpreter is fine. */
@@ -718,6 +826,8 @@ int main(int argc, char **argv)
                         resp = handle_restore(req, TAKE_FD(fd));
                 else if (op && strcmp(op, "put") == 0 && !zygote && fd >= 0)
                         resp = handle_put(req, TAKE_FD(fd));
+                else if (op && strcmp(op, "tool_reply") == 0)
+                        continue; /* a Code Mode reply nobody waits for any more */
                 else
                         resp = json_pack("{s:s, s:s}", "op", "fatal", "message", "unknown op");
                 if (fd >= 0)

@@ -197,6 +197,22 @@ void lifecycle_checkpoint(struct session *s)
         }
 }
 
+/* A saved list of strings (NULL when it was not saved: the profile's, or none). */
+static char **strv_from_json(json_t *a)
+{
+        char **v;
+        size_t i, n = 0;
+        json_t *e;
+
+        if (!json_is_array(a))
+                return NULL;
+        v = calloc(json_array_size(a) + 1, sizeof(char *));
+        json_array_foreach (a, i, e)
+                if (v && json_is_string(e))
+                        v[n++] = strdup(json_string_value(e));
+        return v;
+}
+
 /* The facts a stopped session's row keeps, back on a new object. */
 static void restore_facts(struct session *s, json_t *row)
 {
@@ -219,6 +235,8 @@ static void restore_facts(struct session *s, json_t *row)
                         if (s->env && json_is_string(e))
                                 s->env[n++] = strdup(json_string_value(e));
         }
+        s->code_tools = strv_from_json(json_object_get(info, "code_tools"));
+        s->approved_tools = strv_from_json(json_object_get(info, "approved_tools"));
 }
 
 int lifecycle_resume(struct session_manager *mgr, const char *id, struct session **ret_s,
@@ -606,6 +624,9 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 c->stop_after_ms = parent->stop_after_ms;
                 c->exec_count = parent->exec_count;
                 c->env = parent->env ? strv_copy(parent->env) : NULL;
+                c->code_tools = parent->code_tools ? strv_copy(parent->code_tools) : NULL;
+                c->approved_tools =
+                        parent->approved_tools ? strv_copy(parent->approved_tools) : NULL;
                 pthread_mutex_unlock(&parent->lock);
                 c->dirty = true; /* its first checkpoint saves its own copy */
                 pthread_mutex_lock(&mgr->lock);

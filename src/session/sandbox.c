@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ enum drive_outcome {
         DRIVE_EXITED,       /* the sandbox's first process is gone (or closed the socket) */
         DRIVE_OUTPUT_LIMIT, /* stdout + stderr passed the cap */
         DRIVE_PROTOCOL,     /* the runner sent something that is not a valid frame */
+        DRIVE_TOOL,         /* the running cell's code asks for a tool (Code Mode) */
 };
 
 struct capture {
@@ -154,12 +156,23 @@ static bool answers_request(const struct sandbox *sb, json_t *frame)
         return op && strcmp(op, "fatal") == 0;
 }
 
+/* Whether frame is a Code Mode request of the running cell: it carries the exec's id, which
+ * the runner puts on it (user code could too, and gets no more than airlock_tools gives it). */
+static bool is_tool_frame(const struct sandbox *sb, json_t *frame)
+{
+        const char *id = json_string_value(json_object_get(frame, "id"));
+        const char *op = json_string_value(json_object_get(frame, "op"));
+
+        return sb->in_exec && sb->want_id[0] && id && strcmp(id, sb->want_id) == 0 && op &&
+               (strcmp(op, "tool_call") == 0 || strcmp(op, "tool_list") == 0);
+}
+
 /* Reads from the control socket into the frame buffer; returns 1 when a whole frame that
- * answers the request is ready in *ret_frame, 2 when a whole frame answering nothing was
- * dropped (user code owns fd 3 and may write frames of its own at any time: between cells,
- * from a process or thread that outlived its cell), 0 when more bytes are needed, -EPIPE at
- * EOF, -EBADMSG/-E2BIG on a bad frame (the stream is out of step: nothing after it can be
- * trusted to start a frame). */
+ * answers the request is ready in *ret_frame, 3 for a Code Mode request (in *ret_frame), 2 when a
+ * whole frame answering nothing was dropped (user code owns fd 3 and may write frames of its own at
+ * any time: between cells, from a process or thread that outlived its cell), 0 when more bytes are
+ * needed, -EPIPE at EOF, -EBADMSG/-E2BIG on a bad frame (the stream is out of step: nothing after
+ * it can be trusted to start a frame). */
 static int frame_read(struct sandbox *sb, json_t **ret_frame)
 {
         for (;;) {
@@ -190,6 +203,11 @@ static int frame_read(struct sandbox *sb, json_t **ret_frame)
                                 if (!o || !json_is_object(o)) {
                                         json_decref(o);
                                         return -EBADMSG;
+                                }
+                                if (is_tool_frame(sb, o)) {
+                                        sb->last_frame_len = sb->rwant;
+                                        *ret_frame = o;
+                                        return 3;
                                 }
                                 if (!answers_request(sb, o)) {
                                         json_decref(o);
@@ -264,6 +282,8 @@ static enum drive_outcome drive(struct sandbox *sb, uint64_t deadline_ns, struct
                         r = frame_read(sb, ret_frame);
                         if (r == 1)
                                 return DRIVE_FRAME;
+                        if (r == 3)
+                                return DRIVE_TOOL;
                         if (r == 2)
                                 continue; /* and back to poll(), which sees the deadline */
                         if (r == -EPIPE)
@@ -783,9 +803,142 @@ static void classify_death(struct sandbox *sb, enum drive_outcome o, const struc
         }
 }
 
+/* Writes one frame to the runner, waiting for room until deadline_ns: a Code Mode reply may be
+ * larger than the socket buffer, and the runner reads it while we write. */
+static int ctl_send(struct sandbox *sb, json_t *frame, uint64_t deadline_ns)
+{
+        _cleanup_free_ char *text = json_dumps(frame, JSON_COMPACT);
+        _cleanup_free_ char *buf = NULL;
+        size_t len, off = 0;
+        uint32_t len_le;
+
+        if (!text)
+                return -ENOMEM;
+        len = strlen(text);
+        if (len > WIRE_FRAME_MAX)
+                return -E2BIG;
+        buf = malloc(len + 4);
+        if (!buf)
+                return -ENOMEM;
+        len_le = htole32((uint32_t) len);
+        memcpy(buf, &len_le, 4);
+        memcpy(buf + 4, text, len);
+        len += 4;
+        while (off < len) {
+                struct pollfd pfd[2] = { { .fd = sb->jail->ctl_fd, .events = POLLOUT },
+                                         { .fd = sb->jail->pidfd, .events = POLLIN } };
+                uint64_t now = now_ns();
+                ssize_t n = write(sb->jail->ctl_fd, buf + off, len - off);
+
+                if (n > 0) {
+                        off += (size_t) n;
+                        continue;
+                }
+                if (n < 0 && errno != EAGAIN && errno != EINTR)
+                        return -errno;
+                if (now >= deadline_ns)
+                        return -ETIMEDOUT;
+                if (poll(pfd, 2, (int) ((deadline_ns - now) / 1000000u) + 1) > 0 && pfd[1].revents)
+                        return -EPIPE;
+        }
+        return 0;
+}
+
+struct tool_counts {
+        unsigned requests; /* every Code Mode frame of the cell, for the cap */
+        unsigned calls;    /* tool calls, for usage */
+        uint64_t ns;       /* time spent answering them */
+};
+
+static json_t *tool_error(const char *kind, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static json_t *tool_error(const char *kind, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        return json_pack("{s:s, s:s}", "error", msg, "kind", kind);
+}
+
+/* Answers one Code Mode frame of the running cell (a list or a call), within the cell's
+ * deadline. A reply the runner does not take in time leaves the channel out of step: the
+ * sandbox is killed. */
+static void answer_tool(struct sandbox *sb, const struct exec_request *req, json_t *frame,
+                        uint64_t deadline_ns, struct tool_counts *tc)
+{
+        const struct exec_tools *t = req->tools;
+        const char *op = json_string_value(json_object_get(frame, "op"));
+        const char *name = json_string_value(json_object_get(frame, "name"));
+        json_t *args = json_object_get(frame, "arguments"), *call = json_object_get(frame, "call");
+        unsigned max_calls = t && t->max_calls ? t->max_calls : EXEC_TOOLS_MAX_CALLS;
+        size_t max_bytes =
+                t && t->max_request_bytes ? t->max_request_bytes : EXEC_TOOLS_REQUEST_MAX;
+        uint64_t t0 = now_ns();
+        json_t *reply = NULL;
+        int r;
+
+        tc->requests++;
+        if (!t)
+                reply = tool_error("disabled",
+                                   "Code Mode is off in this session: no tool can be called from "
+                                   "its code (a session's code_tools, or its profile's, list the "
+                                   "tools it may call; docs/TOOLS.md)");
+        else if (tc->requests > max_calls)
+                reply = tool_error("limit",
+                                   "this cell made more than %u tool requests, the limit per "
+                                   "cell; run the rest in another cell",
+                                   max_calls);
+        else if (sb->last_frame_len > max_bytes)
+                reply = tool_error("too_large",
+                                   "the tool call is %zu bytes, over the limit of %zu bytes per "
+                                   "call",
+                                   sb->last_frame_len, max_bytes);
+        else if (strcmp(op, "tool_list") == 0) {
+                json_t *list = t->list(t->userdata);
+                reply = list ? json_pack("{s:o}", "ok", list) : NULL;
+        } else if (!name || !*name || strlen(name) > 128)
+                reply = tool_error("invalid", "a tool call needs the tool's name (a string of at "
+                                              "most 128 characters)");
+        else if (args && !json_is_object(args))
+                reply = tool_error("invalid", "the arguments of a tool call must be a dict");
+        else if (t0 >= deadline_ns)
+                reply = tool_error("timeout", "the cell's time ran out before the call to '%s'",
+                                   name);
+        else {
+                tc->calls++;
+                r = t->call(t->userdata, name, args, deadline_ns, &reply);
+                if (r < 0)
+                        reply = NULL;
+        }
+        if (!reply)
+                reply = tool_error("internal", "airlock ran out of memory answering the call");
+        tc->ns += now_ns() - t0;
+        if (reply && json_is_integer(call))
+                (void) json_object_set(reply, "call", call);
+        r = reply ? 0 : -ENOMEM;
+        if (r == 0 && (json_object_set_new(reply, "op", json_string("tool_reply")) < 0 ||
+                       json_object_set_new(reply, "id", json_string(sb->want_id)) < 0))
+                r = -ENOMEM;
+        if (r == 0)
+                r = ctl_send(sb, reply,
+                             (deadline_ns > now_ns() ? deadline_ns : now_ns()) + 1000000000ull);
+        json_decref(reply);
+        if (r < 0) {
+                log_warn("sandbox=%d msg=\"the runner did not take a tool reply: %s; the "
+                         "sandbox is killed\"",
+                         (int) sandbox_pid(sb), strerror(-r));
+                kill_internal(sb);
+        }
+}
+
 int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
                  struct airlock_error *err)
 {
+        struct tool_counts tc = { 0 };
         const struct profile *p = sb->profile;
         uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : p->limits.timeout_ms;
         struct capture cap = { .limit = p->limits.output_bytes };
@@ -819,8 +972,15 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                                          strerror(-r));
         }
         deadline = t0 + timeout_ms * 1000000ULL;
+        sb->in_exec = true;
         for (;;) {
                 o = drive(sb, deadline, &cap, req->sink, &frame);
+                if (o == DRIVE_TOOL) {
+                        answer_tool(sb, req, frame, deadline, &tc);
+                        json_decref(frame);
+                        frame = NULL;
+                        continue;
+                }
                 if (o != DRIVE_TIMEOUT && o != DRIVE_OUTPUT_LIMIT)
                         break;
                 if (why == STOP_NONE)
@@ -840,6 +1000,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 drain_all(sb, &cap, req->sink);
                 break;
         }
+        sb->in_exec = false;
         wall_ns = now_ns() - t0;
         note_dropped(sb);
 
@@ -936,7 +1097,8 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
 
         sb->exec_count++;
         result = json_pack(
-                "{s:s, s:o, s:o, s:o, s:o, s:o, s:i, s:b, s:i, s:s, s:o, s:{s:f, s:f, s:I}}",
+                "{s:s, s:o, s:o, s:o, s:o, s:o, s:i, s:b, s:i, s:s, s:o, s:{s:f, s:f, s:I, s:i, "
+                "s:f}}",
                 "status", status, "stdout", captured_string(&cap, 1), "stderr",
                 captured_string(&cap, 2), "result",
                 frame && why == STOP_NONE ? field_string_or_null(frame, "result") : json_null(),
@@ -945,7 +1107,8 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 why == STOP_TIMEOUT, "execution_count", sb->exec_count, "state",
                 sb->alive ? "preserved" : "lost", "files",
                 frame ? validated_files(frame) : json_array(), "usage", "wall_ms", wall_ns / 1e6,
-                "cpu_ms", cpu_ms, "peak_memory_bytes", (json_int_t) peak);
+                "cpu_ms", cpu_ms, "peak_memory_bytes", (json_int_t) peak, "tool_calls",
+                (int) tc.calls, "tool_ms", tc.ns / 1e6);
         capture_done(&cap);
         json_decref(frame);
         if (!result)

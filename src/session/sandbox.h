@@ -32,6 +32,28 @@ struct exec_sink {
         void *userdata;
 };
 
+/* Code Mode: what a cell's code may call through the runner's channel (`import airlock_tools`,
+ * docs/TOOLS.md). The runner asks for the list or a call with a frame carrying the exec's id;
+ * the driver answers it between the cell's other events, so a call counts against the cell's
+ * timeout. Everything the code sends is checked here and by the callbacks: it is untrusted. */
+struct exec_tools {
+        /* The tools the cell's code may call: a new array of {"name", "python_name", "server",
+         * "description", "inputSchema"}. NULL only when out of memory. */
+        json_t *(*list)(void *userdata);
+        /* Calls tool name with args (an object, borrowed), answering by deadline_ns. Sets
+         * *ret_reply to a new object: {"ok": <Python data>} or {"error": "message", "kind":
+         * "not_allowed"|"unavailable"|"invalid"|"timeout"|"tool_error"|...}. Returns 0 or
+         * -ENOMEM. */
+        int (*call)(void *userdata, const char *name, json_t *args, uint64_t deadline_ns,
+                    json_t **ret_reply);
+        void *userdata;
+        unsigned max_calls;       /* per cell; 0 = EXEC_TOOLS_MAX_CALLS */
+        size_t max_request_bytes; /* one call's frame; 0 = EXEC_TOOLS_REQUEST_MAX */
+};
+
+#define EXEC_TOOLS_MAX_CALLS 1000u
+#define EXEC_TOOLS_REQUEST_MAX (1024u * 1024u)
+
 struct exec_request {
         const char *language; /* "python" or "bash" */
         const char *code;
@@ -42,6 +64,9 @@ struct exec_request {
          * given this long to stop before the sandbox is killed, so a session can survive. */
         uint64_t interrupt_grace_ms;
         bool one_shot; /* the sandbox ends after this cell: its messages promise no state */
+        /* Code Mode: NULL = off (a call from code is answered with an error saying how to
+         * enable it). The execution's usage counts tool_calls and tool_ms. */
+        const struct exec_tools *tools;
 };
 
 /* Spawns the sandbox and initialises its runner. Returns 0 or -errno with err set. Caller frees

@@ -41,6 +41,8 @@ struct sandbox {
         char want_id[17];
         unsigned long long dropped; /* frames dropped since the last request */
         size_t frame_max;           /* largest frame accepted from the runner */
+        size_t last_frame_len;      /* the size of the frame frame_read() returned last */
+        bool in_exec;               /* an exec runs: its Code Mode frames are answered */
 };
 
 struct sandbox *sandbox_free(struct sandbox *sb);

@@ -44,6 +44,11 @@ struct session {
         bool dirty;        /* executions since the last save */
         uint64_t stop_after_ms;
         char **env; /* given at create, applied again on resume and fork */
+        /* Code Mode (codemode.c), given at create, kept on stop and fork: the internal tools
+         * its code may call (NULL = the profile's code_tools), and those of them that need
+         * approval which a person approved for it. */
+        char **code_tools;
+        char **approved_tools;
         time_t created_at;
         uint64_t last_used_ns; /* monotonic */
         time_t last_used_at;
@@ -191,3 +196,12 @@ void lifecycle_delete_due(struct session_manager *mgr);
 void lifecycle_remove_saved(struct session_manager *mgr, const char *id);
 /* The description of a stopped session from its store row. */
 json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row);
+
+/* Code Mode (codemode.c). Fills *ret with the session's tool callbacks (userdata = s) and
+ * returns true, or false when its code may call nothing (no hub, or no code_tools). */
+struct exec_tools;
+bool codemode_tools(struct session *s, struct exec_tools *ret);
+
+/* The tools s's code may call now, as Code Mode lists them ({"name", "python_name", "server",
+ * "description", "inputSchema", "available"}); a new array, NULL when out of memory. */
+json_t *codemode_callable(struct session *s);

@@ -189,6 +189,8 @@ static void session_free(struct session *s)
 {
         session_bury(s->mgr, TAKE_PTR(s->sb));
         strv_free(s->env);
+        strv_free(s->code_tools);
+        strv_free(s->approved_tools);
         json_decref(s->saved);
         json_decref(s->resume_report);
         pthread_cond_destroy(&s->cond);
@@ -347,17 +349,26 @@ struct session *session_table_find(struct session_manager *mgr, const char *id)
         return NULL;
 }
 
+static json_t *strv_json(char **v)
+{
+        json_t *a = json_array();
+
+        for (; a && v && *v; v++)
+                json_array_append_new(a, json_string(*v));
+        return a;
+}
+
 char *session_info_json(const struct session *s)
 {
-        json_t *env = json_array(), *o;
+        json_t *o;
         char *text;
 
-        for (char **e = s->env; e && *e; e++)
-                json_array_append_new(env, json_string(*e));
-        o = json_pack("{s:I, s:o, s:i, s:I, s:f, s:O?}", "stop_after_ms",
-                      (json_int_t) s->stop_after_ms, "env", env, "execution_count",
+        o = json_pack("{s:I, s:o, s:i, s:I, s:f, s:O?, s:o?, s:o?}", "stop_after_ms",
+                      (json_int_t) s->stop_after_ms, "env", strv_json(s->env), "execution_count",
                       (int) s->exec_count, "last_used_at", (json_int_t) s->last_used_at, "cpu_ms",
-                      s->cpu_ms, "saved", s->saved);
+                      s->cpu_ms, "saved", s->saved, "code_tools",
+                      s->code_tools ? strv_json(s->code_tools) : NULL, "approved_tools",
+                      s->approved_tools ? strv_json(s->approved_tools) : NULL);
         text = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         return text;
@@ -1026,6 +1037,19 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         for (char *const *e = opts ? opts->env : NULL; e && *e; e++)
                 if (!env_name_is_allowed(*e, err))
                         return -EINVAL;
+        for (char *const *t = opts ? opts->code_tools : NULL; t && *t; t++)
+                if (!profile_tool_pattern_is_valid(*t))
+                        return airlock_error_set(err, -EINVAL,
+                                                 "code_tools: '%.100s' is not a tool name (as GET "
+                                                 "/v1/tools names it), a server name followed by "
+                                                 "\"/*\", or \"*\"",
+                                                 *t);
+        for (char *const *t = opts ? opts->approved_tools : NULL; t && *t; t++)
+                if (!profile_tool_pattern_is_valid(*t) || strchr(*t, '*'))
+                        return airlock_error_set(err, -EINVAL,
+                                                 "approved_tools: '%.100s' is not a tool name; "
+                                                 "approval is given tool by tool",
+                                                 *t);
 
         pthread_mutex_lock(&mgr->lock);
         if (mgr->stopping) {
@@ -1057,7 +1081,10 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         }
 
         s = session_new_object(mgr, id, slot->profile);
-        if (!s || (opts && opts->env && !(s->env = strv_copy(opts->env)))) {
+        if (!s || (opts && opts->env && !(s->env = strv_copy(opts->env))) ||
+            (opts && opts->code_tools && !(s->code_tools = strv_copy(opts->code_tools))) ||
+            (opts && opts->approved_tools &&
+             !(s->approved_tools = strv_copy(opts->approved_tools)))) {
                 sandbox_free(sb);
                 session_unref(s);
                 return -ENOMEM;
@@ -1170,6 +1197,12 @@ json_t *session_describe(struct session *s)
                       json_is_array(lost) ? json_incref(lost) : json_array(), "usage", "cpu_ms",
                       s->cpu_ms, "peak_memory_bytes", (json_int_t) s->peak_memory,
                       "memory_limit_bytes", (json_int_t) s->profile->limits.memory_bytes);
+        if (o)
+                json_object_set_new(
+                        o, "code_tools",
+                        strv_json(s->code_tools ? s->code_tools : s->profile->code_tools));
+        if (o)
+                json_object_set_new(o, "approved_tools", strv_json(s->approved_tools));
         pthread_mutex_unlock(&s->lock);
         return o;
 }
@@ -1399,6 +1432,7 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
                         struct airlock_error *err)
 {
         struct exec_request r2 = *req;
+        struct exec_tools tools;
         struct session_manager *mgr = s->mgr;
         struct cgroup_usage u;
         json_t *result = NULL;
@@ -1407,6 +1441,7 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         int r;
 
         r2.interrupt_grace_ms = mgr->cfg.interrupt_grace_ms;
+        r2.tools = codemode_tools(s, &tools) ? &tools : NULL;
         r = sandbox_exec(s->sb, &r2, &result, err);
 
         pthread_mutex_lock(&s->lock);

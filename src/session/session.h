@@ -23,6 +23,7 @@
 #define SESSION_ID_LEN 26 /* "s-" + 24 lowercase hex characters */
 
 struct session;
+struct hub;
 struct session_manager;
 
 struct session_manager_config {
@@ -43,6 +44,9 @@ struct session_manager_config {
          * the daemon's own cgroup; an upload that would pass it is refused. 0 = none. */
         uint64_t max_session_memory;
         const char *const *pool_profiles; /* profiles warm from the start; NULL = {"default"} */
+        /* Code Mode: the internal tools sessions' code may call (borrowed, must outlive the
+         * manager); NULL = none, and `import airlock_tools` says Code Mode is off. */
+        struct hub *hub;
         /* Namespaces mode: a profile's zygote is replaced in the background once it has forked
          * zygote_max_sessions sandboxes or is zygote_max_age_ms old, so that one address-space
          * layout and one Python hash secret serve few sessions (docs/SECURITY.md). 0 = the
@@ -83,6 +87,11 @@ struct session_create_options {
         uint64_t stop_after_ms; /* 0 = the manager's default */
         char *const *env;       /* NULL or "NAME=value" strings added to the environment */
         bool ephemeral;         /* a one-shot run: never saved to disk */
+        /* Code Mode (docs/TOOLS.md): the internal tools the session's code may call (names,
+         * "SERVER/" followed by "*", or "*"; NULL = the profile's code_tools), and those of
+         * them needing approval that the caller approves for this session (NULL = none). */
+        char *const *code_tools;
+        char *const *approved_tools;
 };
 
 /* Creates a session (taking a warm one when the pool has it). Returns 0 with a new reference

@@ -46,3 +46,22 @@ int tools_run_code(struct toolbox *tb, const char *language, const char *code, u
 
 /* The timeout_s argument in ms (0 when absent; validated by the schema). */
 uint64_t tools_timeout_ms(json_t *args);
+
+/* ---- internal tools (internal.c) -------------------------------------------------------- */
+
+struct hub;
+
+/* Appends hub's tools (NULL: none), in format, to list. Returns 0 or -ENOMEM. */
+int tools_internal_declare(struct hub *hub, enum tools_format format, json_t *list);
+
+/* Calls the internal tool name into res (text, images, execution {server, tool, is_error, cut,
+ * content, structuredContent}); a failure (bad arguments, server down, timeout) is a tool error.
+ * Returns 0, -ENOENT when hub has no such tool, or -ENOMEM. */
+int tools_internal_call(struct hub *hub, const char *name, json_t *args, uint64_t deadline_ns,
+                        struct tool_result *res);
+
+/* Whether name is an internal tool whose config says require_approval: always. */
+bool tools_internal_needs_approval(struct hub *hub, const char *name);
+
+/* Copies the server of internal tool name into buf; false when it is not one. */
+bool tools_internal_server(struct hub *hub, const char *name, char *buf, size_t size);

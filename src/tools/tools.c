@@ -30,7 +30,8 @@ struct toolbox {
         char *session_id; /* NULL until a tool needs a session */
         char *ended_note; /* why the previous session ended, told with the next one */
         bool keep_session;
-        bool closed; /* toolbox_close(): no session starts again */
+        bool closed;     /* toolbox_close(): no session starts again */
+        struct hub *hub; /* internal tools; borrowed, may be NULL */
 };
 
 const struct tool *const *tools_all(size_t *ret_n)
@@ -103,7 +104,7 @@ static json_t *tool_declaration(const struct tool *t, enum tools_format format)
         return NULL;
 }
 
-json_t *tools_declarations(enum tools_format format)
+json_t *tools_declarations(enum tools_format format, struct hub *hub)
 {
         json_t *list = json_array();
 
@@ -116,7 +117,34 @@ json_t *tools_declarations(enum tools_format format)
                         return NULL;
                 }
         }
+        if (tools_internal_declare(hub, format, list) < 0) {
+                json_decref(list);
+                return NULL;
+        }
         return list;
+}
+
+json_t *toolbox_declarations(struct toolbox *tb, enum tools_format format)
+{
+        return tools_declarations(format, tb->hub);
+}
+
+bool toolbox_has_tool(struct toolbox *tb, const char *name)
+{
+        char server[64];
+
+        return tools_find(name) ||
+               (tb && tools_internal_server(tb->hub, name, server, sizeof(server)));
+}
+
+bool toolbox_needs_approval(struct toolbox *tb, const char *name)
+{
+        return !tools_find(name) && tools_internal_needs_approval(tb->hub, name);
+}
+
+bool toolbox_tool_server(struct toolbox *tb, const char *name, char *buf, size_t size)
+{
+        return !tools_find(name) && tools_internal_server(tb->hub, name, buf, size);
 }
 
 /* ---- validation ------------------------------------------------------------------------- */
@@ -354,6 +382,7 @@ int toolbox_new(struct tools_backend *backend, const struct toolbox_options *opt
         (void) pthread_mutex_init(&tb->lock, NULL);
         if (opts) {
                 tb->keep_session = opts->keep_session;
+                tb->hub = opts->hub;
                 if ((opts->profile && !(tb->profile = strdup(opts->profile))) ||
                     (opts->session_id && !(tb->session_id = strdup(opts->session_id)))) {
                         toolbox_free(tb);
@@ -541,8 +570,6 @@ int toolbox_call_until(struct toolbox *tb, const char *name, json_t *args, uint6
         _cleanup_(json_decrefp) json_t *empty = NULL, *within = NULL;
         int r;
 
-        if (!t)
-                return -ENOENT;
         res.text = strdup("");
         res.images = json_array();
         res.files = json_array();
@@ -551,8 +578,10 @@ int toolbox_call_until(struct toolbox *tb, const char *name, json_t *args, uint6
                 return -ENOMEM;
         }
 
-        r = tools_validate(t, args, &err);
-        if (r < 0) {
+        if (!t) {
+                /* Not airlock's own: an internal tool, or nothing (-ENOENT). */
+                r = tools_internal_call(tb->hub, name, args, deadline_ns, &res);
+        } else if ((r = tools_validate(t, args, &err)) < 0) {
                 r = tool_result_error(&res, "%s", err.msg);
         } else {
                 if (!args)

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct hub;
 struct session_manager;
 struct toolbox;
 
@@ -66,8 +67,10 @@ const struct tool *tools_find(const char *name);
 int tools_format_from_string(const char *s, enum tools_format *ret_format);
 
 /* The tools in one API's shape, as a new JSON array (the value of that API's "tools" request
- * field; MCP's tools/list answers {"tools": <this>}). NULL only on allocation failure. */
-json_t *tools_declarations(enum tools_format format);
+ * field; MCP's tools/list answers {"tools": <this>}): airlock's own, then hub's internal tools
+ * (hub may be NULL: none). An internal tool's description names its server and, while it
+ * cannot be called, says why. NULL only on allocation failure. */
+json_t *tools_declarations(enum tools_format format, struct hub *hub);
 
 /* Checks args against the tool's schema: an object (NULL counts as {}), the required members
  * present, each member of the declared type and range, no unknown members. Returns 0, or
@@ -145,6 +148,8 @@ struct toolbox_options {
         const char *session_id; /* continue this existing session instead of creating one */
         bool keep_session;      /* toolbox_free() leaves the session running (the gateway
                                  * continuing a conversation across requests) */
+        struct hub *hub;        /* internal tools declared and routed beside airlock's own
+                                 * (borrowed; NULL = none) */
 };
 
 /* Creates a toolbox on backend (borrowed: it must outlive the toolbox). No session is created
@@ -155,7 +160,24 @@ int toolbox_new(struct tools_backend *backend, const struct toolbox_options *opt
 /* Ends the toolbox's session (unless keep_session) and frees it. Accepts NULL, returns NULL. */
 struct toolbox *toolbox_free(struct toolbox *tb);
 
-/* Calls the tool name with args (a JSON object, borrowed; NULL = {}). Validates the arguments
+/* tools_declarations() for the toolbox's tools (airlock's and its hub's). */
+json_t *toolbox_declarations(struct toolbox *tb, enum tools_format format);
+
+/* Whether name is a tool of the toolbox (airlock's own, or an internal tool known now). tb may
+ * be NULL: airlock's own only. */
+bool toolbox_has_tool(struct toolbox *tb, const char *name);
+
+/* Whether calling name needs a person's yes first: an internal tool whose server's config
+ * says require_approval "always" (airlock's own tools never do here; the gateway's approval
+ * mode for code is its own). */
+bool toolbox_needs_approval(struct toolbox *tb, const char *name);
+
+/* The server of internal tool name, copied into buf; false for airlock's own or an unknown
+ * name. */
+bool toolbox_tool_server(struct toolbox *tb, const char *name, char *buf, size_t size);
+
+/* Calls the tool name (airlock's own, or an internal tool of the toolbox's hub) with args (a
+ * JSON object, borrowed; NULL = {}). Validates the arguments
  * first (bad ones are a tool error, res->is_error, naming the argument), starts the session if
  * the tool needs one and there is none, and starts a new one, saying so in the text, when the
  * old one ended (a timeout that could not be interrupted, OOM, idle reaping). Returns 0 with

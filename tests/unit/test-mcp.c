@@ -572,9 +572,9 @@ Test(mcp, closing_ends_the_call_that_runs_and_refuses_the_rest)
 
 Test(tools, declarations_in_three_shapes)
 {
-        json_t *mcp = tools_declarations(TOOLS_FORMAT_MCP);
-        json_t *openai = tools_declarations(TOOLS_FORMAT_OPENAI);
-        json_t *anthropic = tools_declarations(TOOLS_FORMAT_ANTHROPIC);
+        json_t *mcp = tools_declarations(TOOLS_FORMAT_MCP, NULL);
+        json_t *openai = tools_declarations(TOOLS_FORMAT_OPENAI, NULL);
+        json_t *anthropic = tools_declarations(TOOLS_FORMAT_ANTHROPIC, NULL);
         size_t n;
         const struct tool *const *all = tools_all(&n);
 
@@ -1034,7 +1034,7 @@ Test(mcp, http_session_rules)
         struct mcp_http_response resp;
         char sid[96];
 
-        cr_assert_eq(mcp_http_new(&backend, &h), 0);
+        cr_assert_eq(mcp_http_new(&backend, NULL, &h), 0);
         cr_expect_eq(http(h, "POST", NULL, ping, &resp), 400, "no session id");
         mcp_http_response_done(&resp);
         cr_expect_eq(http(h, "POST", "mcp-nope", ping, &resp), 404, "unknown session id");
@@ -1086,7 +1086,7 @@ Test(mcp, http_delete_ends_the_sandbox_session)
         struct mcp_http_response resp;
         char sid[96];
 
-        cr_assert_eq(mcp_http_new(&backend, &h), 0);
+        cr_assert_eq(mcp_http_new(&backend, NULL, &h), 0);
         cr_assert_eq(http(h, "POST", NULL, init, &resp), 200);
         (void) snprintf(sid, sizeof(sid), "%s", resp_header(&resp, "Mcp-Session-Id"));
         mcp_http_response_done(&resp);

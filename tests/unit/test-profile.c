@@ -757,3 +757,42 @@ Test(load, directory_and_fifo_are_refused)
         cr_expect(strstr(err.msg, "regular file") != NULL, "%s", err.msg);
         cr_expect_null(p);
 }
+
+/* Code Mode: which internal tools the sessions' code may call. */
+Test(parse, code_tools)
+{
+        _cleanup_profile_ struct profile *p = NULL, *none = NULL, *bad = NULL, *bad2 = NULL;
+        struct airlock_error err = { "" };
+
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"python\"],"
+                           " \"code_tools\": [\"get_user\", \"crm/*\", \"*\"],"
+                           " \"limits\": {\"tool_calls\": 50}}",
+                           &p, &err),
+                     0, "%s", err.msg);
+        cr_expect_str_eq(p->code_tools[0], "get_user");
+        cr_expect_str_eq(p->code_tools[1], "crm/*");
+        cr_expect_str_eq(p->code_tools[2], "*");
+        cr_expect_null(p->code_tools[3]);
+        cr_expect_eq(p->limits.tool_calls, 50);
+
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"python\"]}", &none, &err),
+                     0);
+        cr_assert_not_null(none->code_tools);
+        cr_expect_null(none->code_tools[0]);
+        cr_expect_eq(none->limits.tool_calls, 1000);
+
+        cr_expect_eq(parse("{\"description\": \"d\", \"languages\": [\"python\"],"
+                           " \"code_tools\": [\"has space\"]}",
+                           &bad, &err),
+                     -EINVAL);
+        cr_expect(strstr(err.msg, "code_tools[0]"), "%s", err.msg);
+        cr_expect_eq(parse("{\"description\": \"d\", \"languages\": [\"python\"],"
+                           " \"code_tools\": \"*\"}",
+                           &bad2, &err),
+                     -EINVAL);
+        cr_expect(strstr(err.msg, "code_tools"), "%s", err.msg);
+        cr_expect(profile_tool_pattern_is_valid("crm.v2/*"));
+        cr_expect_not(profile_tool_pattern_is_valid("crm/x"));
+        cr_expect_not(profile_tool_pattern_is_valid("/*"));
+        cr_expect_not(profile_tool_pattern_is_valid(""));
+}

@@ -1,0 +1,156 @@
+/* Unit tests for src/hub's configuration: the mcpServers file is read strictly (an unknown or
+ * mistyped member is refused with its path), both transports and the policy members parse,
+ * and Code Mode's Python names are valid identifiers. Connections are tested end to end
+ * (tests/e2e/test_hub.py), with real servers. */
+#include "hub/hub-internal.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int parse(const char *text, struct hub_config **ret, struct airlock_error *err)
+{
+        json_error_t jerr;
+        json_t *root = json_loads(text, 0, &jerr);
+        int r;
+
+        cr_assert(root, "test JSON does not parse: %s", jerr.text);
+        r = hub_config_parse(root, "test.json", ret, err);
+        json_decref(root);
+        return r;
+}
+
+static void assert_refused(const char *text, const char *needle)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_config *cfg = NULL;
+
+        cr_assert_eq(parse(text, &cfg, &err), -EINVAL, "accepted: %s", text);
+        cr_assert_null(cfg);
+        cr_assert(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
+        cr_assert(strncmp(err.msg, "test.json: ", 11) == 0, "message '%s' names no file", err.msg);
+}
+
+Test(hub_config, stdio_and_http_servers)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_config *cfg = NULL;
+
+        cr_assert_eq(parse("{\"mcpServers\": {"
+                           " \"crm\": {\"command\": \"python3\", \"args\": [\"s.py\", \"-v\"],"
+                           "  \"env\": {\"DB\": \"/x\"}, \"cwd\": \"/tmp\","
+                           "  \"allowed_tools\": [\"a\", \"b\"], \"timeout_ms\": 5000},"
+                           " \"lake\": {\"url\": \"http://127.0.0.1:9/mcp\","
+                           "  \"headers\": {\"Authorization\": \"Bearer k\"}, \"type\": \"http\","
+                           "  \"require_approval\": {\"never\": {\"tool_names\": [\"list\"]}}}}}",
+                           &cfg, &err),
+                     0, "%s", err.msg);
+        cr_assert_eq(cfg->n_servers, 2);
+        cr_assert_str_eq(cfg->servers[0].name, "crm");
+        cr_assert_str_eq(cfg->servers[0].command, "python3");
+        cr_assert_str_eq(cfg->servers[0].args[1], "-v");
+        cr_assert_str_eq(cfg->servers[0].env[0], "DB=/x");
+        cr_assert_eq(cfg->servers[0].timeout_ms, 5000);
+        cr_assert(server_tool_allowed(&cfg->servers[0], "b"));
+        cr_assert_not(server_tool_allowed(&cfg->servers[0], "c"));
+        cr_assert_eq(server_tool_approval(&cfg->servers[0], "a"), APPROVAL_NEVER);
+        cr_assert_str_eq(cfg->servers[1].headers[0], "Authorization: Bearer k");
+        /* The object form: listed under never, else always. */
+        cr_assert_eq(server_tool_approval(&cfg->servers[1], "list"), APPROVAL_NEVER);
+        cr_assert_eq(server_tool_approval(&cfg->servers[1], "drop"), APPROVAL_ALWAYS);
+        cr_assert(server_tool_allowed(&cfg->servers[1], "anything"));
+        hub_config_free(cfg);
+}
+
+Test(hub_config, approval_string_form)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_config *cfg = NULL;
+
+        cr_assert_eq(parse("{\"mcpServers\": {\"s\": {\"command\": \"x\","
+                           " \"require_approval\": \"always\"}}}",
+                           &cfg, &err),
+                     0, "%s", err.msg);
+        cr_assert_eq(server_tool_approval(&cfg->servers[0], "t"), APPROVAL_ALWAYS);
+        hub_config_free(cfg);
+}
+
+Test(hub_config, refuses_what_it_does_not_know)
+{
+        assert_refused("[]", "expected a JSON object");
+        assert_refused("{\"servers\": {}}", "servers: unknown member");
+        assert_refused("{\"mcpServers\": []}", "mcpServers: expected an object");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"comand\": \"x\"}}}",
+                       "mcpServers.crm.comand: unknown member");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"allowed_tool\": []}}}",
+                       "mcpServers.crm.allowed_tool: unknown member");
+        assert_refused("{\"mcpServers\": {\"crm\": {}}}", "give either \"command\"");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"url\": \"http://h\"}}}",
+                       "give either");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": 3}}}", "mcpServers.crm.command");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"args\": [1]}}}",
+                       "mcpServers.crm.args[0]: expected a string");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"env\": {\"A\": 1}}}}",
+                       "mcpServers.crm.env.A");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"url\": \"ftp://h\"}}}",
+                       "expected an http:// or https:// URL");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"url\": \"http://h\", \"args\": []}}}",
+                       "are for stdio servers");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"headers\": {}}}}",
+                       "headers are for HTTP servers");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"type\": \"sse\"}}}",
+                       "SSE transport is not supported");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"type\": \"http\"}}}",
+                       "does not match");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\","
+                       " \"require_approval\": \"sometimes\"}}}",
+                       "expected \"always\", \"never\" or an object");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\","
+                       " \"require_approval\": {\"always\": [\"a\"]}}}}",
+                       "expected {\"tool_names\": [...]}");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"timeout_ms\": 0}}}",
+                       "timeout_ms: expected an integer from 1");
+        assert_refused("{\"mcpServers\": {\"cr m\": {\"command\": \"x\"}}}",
+                       "a server name is 1 to 48");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"command\": \"x\", \"cwd\": \"rel\"}}}",
+                       "expected an absolute path");
+        assert_refused("{\"mcpServers\": {\"crm\": {\"url\": \"http://h\","
+                       " \"headers\": {\"X\": \"a\\r\\nInjected: 1\"}}}}",
+                       "not a valid header");
+}
+
+Test(hub_config, file_errors_name_the_line)
+{
+        char path[] = "/tmp/airlock-test-hub-XXXXXX";
+        struct airlock_error err = { { 0 } };
+        struct hub_config *cfg = NULL;
+        int fd = mkstemp(path);
+        FILE *f;
+
+        cr_assert(fd >= 0);
+        f = fdopen(fd, "w");
+        fputs("{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}\n", f);
+        fclose(f);
+        cr_assert_eq(hub_config_load(path, &cfg, &err), -EINVAL);
+        cr_assert(strstr(err.msg, "line 2"), "%s", err.msg);
+        unlink(path);
+        cr_assert_eq(hub_config_load("/nonexistent/mcp.json", &cfg, &err), -ENOENT);
+        cr_assert(strstr(err.msg, "cannot read"), "%s", err.msg);
+}
+
+Test(hub, python_names_are_identifiers)
+{
+        char buf[80];
+
+        hub_python_name("get-user", buf, sizeof(buf));
+        cr_assert_str_eq(buf, "get_user");
+        hub_python_name("2fa", buf, sizeof(buf));
+        cr_assert_str_eq(buf, "_2fa");
+        hub_python_name("class", buf, sizeof(buf));
+        cr_assert_str_eq(buf, "class_");
+        hub_python_name("crm__run.sql", buf, sizeof(buf));
+        cr_assert_str_eq(buf, "crm__run_sql");
+}
