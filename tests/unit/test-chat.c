@@ -1,5 +1,6 @@
 /* Unit tests of the chat module's parts that need no endpoint and no sandbox: the suspended-turn
- * store (bounds, expiry, use-once, threads). */
+ * store (bounds, expiry, use-once, threads) and the checks of the caller's function tools. */
+#include "chat/caller-tools.h"
 #include "chat/suspend.h"
 
 #include <criterion/criterion.h>
@@ -210,4 +211,124 @@ Test(suspend, ids_are_random_hex)
         cr_assert_eq(strspn(a + 5, "0123456789abcdef"), 24);
         cr_assert_str_neq(a, b);
         cr_assert_eq(suspend_make_id("mcpr_", a, 29), -ENOBUFS);
+}
+
+/* ---- caller tools ---------------------------------------------------------------------- */
+
+static json_t *declared(void)
+{
+        return json_pack("[{s:s, s:{s:s}}]", "type", "function", "function", "name", "run_python");
+}
+
+static int check(const char *tools_json, struct caller_tools_error *err)
+{
+        json_t *tools = json_loads(tools_json, 0, NULL), *d = declared();
+        int r;
+
+        cr_assert_not_null(tools, "bad test JSON: %s", tools_json);
+        r = caller_tools_check(tools, d, err);
+        json_decref(tools);
+        json_decref(d);
+        return r;
+}
+
+Test(caller_tools, accepts_function_tools)
+{
+        struct caller_tools_error err = {};
+
+        cr_assert_eq(check("[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                           "\"description\": \"d\", \"parameters\": {\"type\": \"object\"}, "
+                           "\"strict\": true}}, {\"type\": \"function\", \"function\": "
+                           "{\"name\": \"a-b_9\"}}]",
+                           &err),
+                     0, "%s", err.msg);
+        cr_assert_eq(check("[]", &err), 0);
+        cr_assert_eq(caller_tools_check(NULL, NULL, &err), 0);
+}
+
+Test(caller_tools, refuses_what_it_cannot_pass_through)
+{
+        static const struct {
+                const char *tools, *param, *words;
+        } cases[] = {
+                { "{}", "tools", "array" },
+                { "[1]", "tools[0]", "must be an object" },
+                { "[{\"type\": \"custom\", \"name\": \"x\"}]", "tools[0]", "'custom'" },
+                { "[{\"function\": {\"name\": \"x\"}}]", "tools[0]", "no 'type'" },
+                { "[{\"type\": \"function\", \"function\": {}}]", "tools[0]", "name" },
+                { "[{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]", "tools[0]",
+                  "name" },
+                { "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"strict\": 1}}]",
+                  "tools[0]", "strict" },
+                { "[{\"type\": \"function\", \"function\": {\"name\": \"run_python\"}}]",
+                  "tools[0]", "run_python" },
+                { "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": "
+                  "\"function\", \"function\": {\"name\": \"f\"}}]",
+                  "tools[1]", "twice" },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct caller_tools_error err = {};
+
+                cr_assert_eq(check(cases[i].tools, &err), -EINVAL, "%s", cases[i].tools);
+                cr_assert_str_eq(err.param, cases[i].param, "%s", cases[i].tools);
+                cr_assert_not_null(strstr(err.msg, cases[i].words), "%s: %s", cases[i].tools,
+                                   err.msg);
+        }
+}
+
+Test(caller_tools, tool_choice_names_a_declared_function)
+{
+        json_t *tools = json_pack("[{s:s, s:{s:s}}]", "type", "function", "function", "name",
+                                  "get_weather");
+        json_t *d = declared();
+        struct caller_tools_error err = {};
+        static const char *const good[] = {
+                "\"auto\"",
+                "\"none\"",
+                "\"required\"",
+                "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}",
+                "{\"type\": \"function\", \"function\": {\"name\": \"run_python\"}}",
+                "{\"type\": \"allowed_tools\", \"allowed_tools\": {\"mode\": \"auto\", \"tools\": "
+                "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}]}}",
+        };
+        static const char *const bad[] = {
+                "\"sometimes\"",
+                "3",
+                "{\"type\": \"function\", \"function\": {\"name\": \"nope\"}}",
+                "{\"type\": \"custom\", \"custom\": {\"name\": \"get_weather\"}}",
+                "{\"type\": \"allowed_tools\", \"allowed_tools\": {\"mode\": \"auto\", \"tools\": "
+                "[{\"type\": \"function\", \"function\": {\"name\": \"nope\"}}]}}",
+        };
+
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+                json_t *c = json_loads(good[i], JSON_DECODE_ANY, NULL);
+
+                cr_assert_eq(caller_tool_choice_check(c, tools, d, &err), 0, "%s: %s", good[i],
+                             err.msg);
+                json_decref(c);
+        }
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                json_t *c = json_loads(bad[i], JSON_DECODE_ANY, NULL);
+
+                cr_assert_eq(caller_tool_choice_check(c, tools, d, &err), -EINVAL, "%s", bad[i]);
+                cr_assert_eq(strncmp(err.param, "tool_choice", 11), 0, "%s", err.param);
+                json_decref(c);
+        }
+        json_decref(tools);
+        json_decref(d);
+}
+
+Test(caller_tools, only_auto_and_none_are_free)
+{
+        json_t *req = json_string("required"), *none = json_string("none");
+        json_t *forced = json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", "f");
+
+        cr_assert(caller_tool_choice_is_free(NULL));
+        cr_assert(caller_tool_choice_is_free(none));
+        cr_assert_not(caller_tool_choice_is_free(req));
+        cr_assert_not(caller_tool_choice_is_free(forced));
+        json_decref(req);
+        json_decref(none);
+        json_decref(forced);
 }
