@@ -39,16 +39,19 @@ int chat_config_resolve(const char *base_url, const char *model, const char *api
 /* Frees the strings (wiping the key) and zeroes cfg. */
 void chat_config_done(struct chat_config *cfg);
 
-/* What the user (the CLI's --approve) says about one piece of code. */
+/* What the user (the CLI's --approve) says about one call that needs approval. */
 enum chat_approval {
         CHAT_RUN,
         CHAT_DECLINE, /* the model is told "the user declined to run this code" */
 };
 
 struct chat_hooks {
-        /* Asked before run_python or run_shell runs code (code is the code or the command).
-         * NULL = always run. */
-        enum chat_approval (*approve)(void *userdata, const char *tool, const char *code);
+        /* Asked before a call that needs approval (chat_options.needs_approval) runs: code is
+         * the code or the command of run_python/run_shell, NULL for other tools, whose
+         * arguments (validated, borrowed) are in args. NULL = nobody to ask: the loop ends the
+         * turn with CHAT_NEEDS_APPROVAL instead (the gateway). */
+        enum chat_approval (*approve)(void *userdata, const char *tool, const char *code,
+                                      json_t *args);
         /* Told before each tool call runs (args already validated JSON, or NULL when they
          * were malformed). May be NULL. */
         void (*on_call)(void *userdata, const char *tool, json_t *args);
@@ -61,28 +64,57 @@ struct chat_hooks {
 };
 
 struct chat_options {
-        const char *model;   /* sets the request's "model" when not NULL */
-        unsigned max_rounds; /* 0 = CHAT_MAX_ROUNDS_DEFAULT */
-        bool refuse_code;    /* the gateway's approval mode: a turn that would run code ends
-                              * with CHAT_NEEDS_APPROVAL and runs nothing of that turn */
+        const char *model;              /* sets the request's "model" when not NULL */
+        unsigned max_rounds;            /* 0 = CHAT_MAX_ROUNDS_DEFAULT */
         const struct chat_hooks *hooks; /* may be NULL */
+        /* Whether a tool needs a person's yes before it runs. NULL = nothing does. A call
+         * that needs it is put to hooks->approve, or, without that hook, ends the turn with
+         * CHAT_NEEDS_APPROVAL before any call of that answer runs. */
+        bool (*needs_approval)(void *userdata, const char *tool_name);
+        /* The MCP server a tool comes from (its mcp_approval_request's "server_label"); NULL,
+         * or a NULL answer, = "airlock". */
+        const char *(*server_of)(void *userdata, const char *tool_name);
+        void *policy_userdata; /* for needs_approval and server_of */
+        /* The caller's own function tools (OpenAI "tools" entries, checked with
+         * caller_tools_check(); borrowed; NULL = none): declared to the model after airlock's.
+         * An answer that calls one ends the turn with CHAT_CALLER_TOOLS once the other calls
+         * of that answer ran. */
+        json_t *caller_tools;
+        /* The caller's "tool_choice" (borrowed; NULL = none): sent with the first request; one
+         * that forces a call (caller_tool_choice_is_free()) is not sent again after that. */
+        json_t *tool_choice;
+        /* Continue a suspended turn: the last message of the request's "messages" is an
+         * assistant message whose tool calls have not run yet; they run first (as one round),
+         * then the loop goes on. decisions is an array parallel to its tool_calls (borrowed):
+         * {"approve": true|false, "reason": "..."?} for a call the person was asked about,
+         * null for the others. */
+        bool resume;
+        json_t *decisions;
 };
 
 enum chat_outcome {
         CHAT_ANSWERED,       /* the model answered without tool calls */
         CHAT_MAX_ROUNDS,     /* it still asked for tools after max_rounds rounds */
-        CHAT_NEEDS_APPROVAL, /* refuse_code: it asked to run code; nothing of it ran */
+        CHAT_NEEDS_APPROVAL, /* it called a tool that needs approval and nobody could be
+                              * asked (no hooks->approve): nothing of that answer ran */
+        CHAT_CALLER_TOOLS,   /* it called caller tools: the other calls of that answer ran */
 };
 
 /* One answer of the loop. Release with chat_turn_done(). */
 struct chat_turn {
         enum chat_outcome outcome;
-        json_t *response; /* the endpoint's last completion (new reference) */
-        json_t *message;  /* its first choice's message (borrowed from response) */
-        unsigned rounds;  /* tool rounds run */
+        json_t *response; /* the endpoint's last completion (new reference); NULL when the turn
+                           * ended before any request (a resumed turn calling caller tools) */
+        json_t *message;  /* the last assistant message: its first choice's message (borrowed
+                           * from response), or the resumed one (borrowed from the request) */
+        unsigned rounds;  /* rounds in which tools ran (not only the caller's) */
         json_t *calls;    /* every tool call run: [{id, name, arguments, is_error, output,
                            * files, images, declined?}] (output cut at 4 KiB) */
-        json_t *pending;  /* CHAT_NEEDS_APPROVAL: the proposed calls [{id, name, arguments}] */
+        json_t *pending;  /* CHAT_NEEDS_APPROVAL: the calls waiting for a yes, [{index (in the
+                           * message's tool_calls), id, name, arguments (the parsed object),
+                           * server_label}]; CHAT_CALLER_TOOLS: the caller tools' calls,
+                           * [{index, id, type: "function", function: {name, arguments}}];
+                           * else NULL */
         json_t *usage;    /* the endpoint's "usage" token counts added over every round, or
                            * NULL when it reported none */
 };
@@ -90,13 +122,20 @@ struct chat_turn {
 void chat_turn_done(struct chat_turn *t);
 
 /* Runs the loop for request (a Chat Completions request object with "messages", borrowed and
- * modified: "tools" is set to airlock's tools, "model" to opts->model when given, and the
- * assistant and tool messages of each round are appended to "messages", so that a caller
- * keeping request gets the whole history; a final answer is appended too, an assistant turn
- * that was not run (max rounds, approval) is not). tb runs the tools (borrowed).
- * Returns 0 with *ret_turn filled, or an llm_complete() error (-ECONNREFUSED, -ETIMEDOUT,
- * -EPROTO, -EBADMSG, -E2BIG, -ECANCELED) with err filled, or -ENOMEM. A malformed tool call
- * (unknown tool, arguments that are not JSON or miss a field) is not an error: the model is told in
- * the tool message and the loop goes on. */
+ * modified: "tools" is set to airlock's tools and opts->caller_tools, "model" to opts->model
+ * when given, and the assistant and tool messages of each round are appended to "messages", so
+ * that a caller keeping request gets the whole history; a final answer is appended too, and so
+ * is the assistant message of a CHAT_NEEDS_APPROVAL turn (its calls unanswered) or of a
+ * CHAT_CALLER_TOOLS turn (followed by the results of the calls that ran, the caller's calls
+ * unanswered); an assistant turn stopped by the round cap is not). tb runs the tools
+ * (borrowed). Returns 0 with *ret_turn filled, or an llm_complete() error (-ECONNREFUSED,
+ * -ETIMEDOUT, -EPROTO, -EBADMSG, -E2BIG, -ECANCELED) with err filled, -EINVAL (no messages, or
+ * opts->resume without an assistant message to resume), or -ENOMEM. A malformed tool call
+ * (unknown tool, arguments that are not JSON or miss a field) is not an error: the model is told
+ * in the tool message and the loop goes on. */
 int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
              const struct chat_options *opts, struct chat_turn *ret_turn, struct llm_error *err);
+
+/* Whether tool runs code (run_python, run_shell): what --approve and --chat-require-approval
+ * put before a person. */
+bool chat_tool_runs_code(const char *tool);

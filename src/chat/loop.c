@@ -7,6 +7,7 @@
 
 #include "base/cleanup.h"
 #include "base/utf8.h"
+#include "caller-tools.h"
 #include "tools/tools.h"
 
 #include <errno.h>
@@ -16,6 +17,11 @@
 
 #define SUMMARY_OUTPUT_MAX 4096
 #define DECLINED_TEXT "the user declined to run this code"
+#define DECLINED_CALL_TEXT "the user declined this call"
+#define DENIED_TEXT "the user denied this call"
+#define UNAPPROVED_TEXT                                                                            \
+        "error: this call needs a person's approval and none was given, so it did not run"
+#define REASON_MAX 1000
 
 /* json_decrefp() comes with jansson. */
 #define _cleanup_json_ _cleanup_(json_decrefp)
@@ -66,6 +72,11 @@ void chat_turn_done(struct chat_turn *t)
         *t = (struct chat_turn){};
 }
 
+bool chat_tool_runs_code(const char *tool)
+{
+        return tool && (strcmp(tool, "run_python") == 0 || strcmp(tool, "run_shell") == 0);
+}
+
 /* The code a run_python/run_shell call would run, or NULL for the tools that run none. */
 static const char *call_code(const char *name, json_t *args)
 {
@@ -76,19 +87,35 @@ static const char *call_code(const char *name, json_t *args)
         return NULL;
 }
 
-/* "run_python, run_shell, ..." for telling the model which tools exist. */
-static void tool_names(char *buf, size_t size)
+/* "run_python, run_shell, ..., the caller's tools" for telling the model which tools exist. */
+static void tool_names(const struct chat_options *opts, char *buf, size_t size)
 {
         size_t n, o = 0;
         const struct tool *const *all = tools_all(&n);
+        json_t *t;
+        size_t i;
 
         buf[0] = '\0';
-        for (size_t i = 0; i < n && o < size; i++) {
+        for (i = 0; i < n && o < size; i++) {
                 int w = snprintf(buf + o, size - o, "%s%s", i ? ", " : "", all[i]->name);
                 if (w < 0)
                         break;
                 o += (size_t) w;
         }
+        json_array_foreach (opts->caller_tools, i, t) {
+                const char *name =
+                        json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+                int w;
+
+                if (!name || o >= size)
+                        break;
+                w = snprintf(buf + o, size - o, ", %s", name);
+                if (w < 0)
+                        break;
+                o += (size_t) w;
+        }
+        if (o >= size && size > 4)
+                memcpy(buf + size - 4, "...", 4);
 }
 
 /* One tool call of an assistant message, parsed. */
@@ -97,6 +124,7 @@ struct call {
         const char *name;   /* NULL when the call names no function */
         json_t *args;       /* new reference: the parsed arguments, or NULL */
         json_t *raw_args;   /* borrowed: the arguments as sent (a string, or an object) */
+        bool is_caller;     /* a call of one of the caller's tools: the caller runs it */
         char problem[1024]; /* set when the call cannot be run: told to the model */
 };
 
@@ -105,18 +133,24 @@ static void call_done(struct call *c)
         json_decref(c->args);
 }
 
-/* Parses the arguments of one call: OpenAI sends a JSON text; some servers an object. */
-static void call_parse(struct call *c, json_t *tc, struct toolbox *tb)
+/* Parses the arguments of one call: OpenAI sends a JSON text; some servers an object. A call of
+ * a caller tool is only recognised: its arguments are the caller's business. */
+static void call_parse(struct call *c, json_t *tc, struct toolbox *tb,
+                       const struct chat_options *opts)
 {
         json_t *fn = json_object_get(tc, "function"), *a;
         json_error_t jerr;
         const struct tool *t;
         struct airlock_error aerr = { { 0 } };
-        char names[256];
+        char names[600];
 
         c->name = json_string_value(json_object_get(fn, "name"));
         a = c->raw_args = json_object_get(fn, "arguments");
-        tool_names(names, sizeof(names));
+        if (json_is_object(fn) && c->name && caller_tools_has(opts->caller_tools, c->name)) {
+                c->is_caller = true;
+                return;
+        }
+        tool_names(opts, names, sizeof(names));
         if (!json_is_object(fn) || !c->name || !*c->name) {
                 (void) snprintf(c->problem, sizeof(c->problem),
                                 "error: this tool call names no function; call one of: %s", names);
@@ -165,6 +199,16 @@ static void call_parse(struct call *c, json_t *tc, struct toolbox *tb)
                                 aerr.msg);
 }
 
+static bool id_used_before(json_t *tool_calls, size_t i)
+{
+        json_t *id = json_object_get(json_array_get(tool_calls, i), "id");
+
+        for (size_t j = 0; j < i; j++)
+                if (json_equal(json_object_get(json_array_get(tool_calls, j), "id"), id))
+                        return true;
+        return false;
+}
+
 /* The assistant message as it goes back into the history: only the members every
  * implementation accepts, and each tool call with an id (made up when the endpoint sent none,
  * so that the tool message can answer it) and its arguments as a JSON text. */
@@ -187,7 +231,10 @@ static json_t *assistant_for_history(json_t *msg, json_t *tool_calls, unsigned r
                 _cleanup_free_ char *args_text = NULL, *made_id = NULL;
                 json_t *c;
 
-                if (!json_is_string(id) || json_string_length(id) == 0) {
+                /* A missing id, or one this answer already used: the tool messages must be
+                 * able to answer each call on its own. */
+                if (!json_is_string(id) || json_string_length(id) == 0 ||
+                    id_used_before(tool_calls, i)) {
                         if (asprintf(&made_id, "call_airlock_%u_%zu", round, i) < 0) {
                                 made_id = NULL; /* undefined after a failure (asprintf(3)) */
                                 return NULL;
@@ -303,15 +350,68 @@ fail:
         return -ENOMEM;
 }
 
+/* Tells the model that a call did not run, with text as its tool message. */
+static int not_run(const struct call *c, const char *text, json_t *messages, json_t *calls)
+{
+        int r = append_tool_message(messages, c->id, text);
+
+        if (r < 0)
+                return r;
+        return append_summary(calls, c, NULL, text, true);
+}
+
+/* Whether a person must say yes before this (well-formed, airlock-side) call runs. */
+static bool call_needs_approval(const struct chat_options *opts, const struct call *c)
+{
+        return !c->problem[0] && !c->is_caller && opts->needs_approval &&
+               opts->needs_approval(opts->policy_userdata, c->name);
+}
+
+/* Asks about a call that needs approval: the decision the caller brought (a resumed turn) or
+ * hooks->approve. Returns 0 when it may run, 1 when it was not run (the model is told), or
+ * -ENOMEM. */
+static int approve_call(const struct chat_options *opts, const struct call *c, json_t *decision,
+                        json_t *messages, json_t *calls)
+{
+        const struct chat_hooks *h = opts->hooks;
+        const char *reason, *code;
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        if (json_is_object(decision)) {
+                if (json_is_true(json_object_get(decision, "approve")))
+                        return 0;
+                reason = json_string_value(json_object_get(decision, "reason"));
+                if (reason && *reason) {
+                        if (asprintf(&text, DENIED_TEXT ": %.*s", REASON_MAX, reason) < 0) {
+                                text = NULL; /* undefined after a failure (asprintf(3)) */
+                                return -ENOMEM;
+                        }
+                }
+                r = not_run(c, text ? text : DENIED_TEXT, messages, calls);
+                return r < 0 ? r : 1;
+        }
+        if (h && h->approve) {
+                code = call_code(c->name, c->args);
+                if (h->approve(h->userdata, c->name, code, c->args) == CHAT_RUN)
+                        return 0;
+                r = not_run(c, code ? DECLINED_TEXT : DECLINED_CALL_TEXT, messages, calls);
+                return r < 0 ? r : 1;
+        }
+        /* Nobody was asked (a resumed turn whose policy changed meanwhile): deny. */
+        r = not_run(c, UNAPPROVED_TEXT, messages, calls);
+        return r < 0 ? r : 1;
+}
+
 /* Runs one parsed call (or tells the model what is wrong with it) and appends the tool
- * message. Returns 0 or -ENOMEM. */
+ * message. decision is the person's answer for a resumed turn (or NULL). Returns 0 or
+ * -ENOMEM. */
 static int run_call(struct toolbox *tb, const struct chat_options *opts, struct call *c,
-                    json_t *messages, json_t *calls)
+                    json_t *decision, json_t *messages, json_t *calls)
 {
         const struct chat_hooks *h = opts->hooks;
         struct tool_result res = {};
         _cleanup_free_ char *note = NULL, *text = NULL;
-        const char *code;
         int r;
 
         if (c->problem[0]) {
@@ -323,12 +423,10 @@ static int run_call(struct toolbox *tb, const struct chat_options *opts, struct 
                 return append_summary(calls, c, NULL, c->problem, false);
         }
 
-        code = call_code(c->name, c->args);
-        if (code && h && h->approve && h->approve(h->userdata, c->name, code) != CHAT_RUN) {
-                r = append_tool_message(messages, c->id, DECLINED_TEXT);
-                if (r < 0)
-                        return r;
-                return append_summary(calls, c, NULL, DECLINED_TEXT, true);
+        if (call_needs_approval(opts, c)) {
+                r = approve_call(opts, c, decision, messages, calls);
+                if (r != 0)
+                        return r < 0 ? r : 0;
         }
 
         if (h && h->on_call)
@@ -392,55 +490,109 @@ static bool has_tool_calls(json_t *msg)
         return tcs && !json_is_null(tcs) && !(json_is_array(tcs) && json_array_size(tcs) == 0);
 }
 
-/* The proposed calls of an assistant message for the gateway's approval mode. */
-static json_t *pending_calls(json_t *history_msg)
+/* The calls of an answer (history_msg) that need a yes which nobody here can give (no
+ * hooks->approve), as chat_turn.pending lists them; *ret_pending is NULL when there are none.
+ * Returns 0 or -ENOMEM. */
+static int approval_pending(struct toolbox *tb, const struct chat_options *opts,
+                            json_t *history_msg, json_t **ret_pending)
 {
-        json_t *out = json_array(), *tc;
-        size_t i;
-
-        if (!out)
-                return NULL;
-        json_array_foreach (json_object_get(history_msg, "tool_calls"), i, tc) {
-                struct call c = {};
-                json_t *p;
-
-                call_parse(&c, tc, NULL);
-                c.id = json_string_value(json_object_get(tc, "id"));
-                p = json_pack("{s:s, s:s, s:O}", "id", c.id ? c.id : "", "name",
-                              c.name ? c.name : "", "arguments",
-                              c.args       ? c.args
-                              : c.raw_args ? c.raw_args
-                                           : json_null());
-                call_done(&c);
-                if (!p || json_array_append_new(out, p) < 0) {
-                        json_decref(out);
-                        return NULL;
-                }
-        }
-        return out;
-}
-
-static bool wants_code(json_t *history_msg)
-{
+        _cleanup_json_ json_t *out = NULL;
         json_t *tc;
         size_t i;
 
+        *ret_pending = NULL;
+        if (!opts->needs_approval || (opts->hooks && opts->hooks->approve))
+                return 0;
         json_array_foreach (json_object_get(history_msg, "tool_calls"), i, tc) {
-                const char *name =
-                        json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
-                if (name && (strcmp(name, "run_python") == 0 || strcmp(name, "run_shell") == 0))
-                        return true;
+                struct call c = {};
+                const char *server = NULL;
+                json_t *p;
+
+                call_parse(&c, tc, tb, opts);
+                c.id = json_string_value(json_object_get(tc, "id"));
+                if (!call_needs_approval(opts, &c)) {
+                        call_done(&c);
+                        continue;
+                }
+                if (opts->server_of)
+                        server = opts->server_of(opts->policy_userdata, c.name);
+                if (!out)
+                        out = json_array();
+                p = json_pack("{s:I, s:s, s:s, s:O, s:s}", "index", (json_int_t) i, "id",
+                              c.id ? c.id : "", "name", c.name, "arguments",
+                              c.args ? c.args : json_null(), "server_label",
+                              server ? server : "airlock");
+                call_done(&c);
+                if (!out || !p || json_array_append_new(out, p) < 0) {
+                        json_decref(p);
+                        return -ENOMEM;
+                }
         }
-        return false;
+        *ret_pending = TAKE_PTR(out);
+        return 0;
+}
+
+/* Runs the calls of one answer (history_msg, already in messages) in order, except those of
+ * caller tools, which are collected in *ret_caller ({index, id, type, function}; NULL when there
+ * are none). decisions: see chat_options. Returns 0 or -ENOMEM. */
+static int run_round(struct toolbox *tb, const struct chat_options *opts, json_t *history_msg,
+                     json_t *decisions, json_t *messages, json_t *calls, json_t **ret_caller)
+{
+        _cleanup_json_ json_t *caller = NULL;
+        json_t *tc;
+        size_t i;
+        int r;
+
+        *ret_caller = NULL;
+        json_array_foreach (json_object_get(history_msg, "tool_calls"), i, tc) {
+                struct call c = {};
+
+                call_parse(&c, tc, tb, opts);
+                c.id = json_string_value(json_object_get(tc, "id"));
+                if (c.is_caller) {
+                        json_t *cc = json_deep_copy(tc);
+
+                        call_done(&c);
+                        if (!caller)
+                                caller = json_array();
+                        if (!cc || !caller ||
+                            json_object_set_new(cc, "index", json_integer((json_int_t) i)) < 0 ||
+                            json_array_append_new(caller, cc) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                r = run_call(tb, opts, &c, json_array_get(decisions, i), messages, calls);
+                call_done(&c);
+                if (r < 0)
+                        return r;
+        }
+        *ret_caller = TAKE_PTR(caller);
+        return 0;
+}
+
+/* Hands what the loop gathered over to *ret_turn (the pointers are left NULL). Returns 0. */
+static int end_turn(struct chat_turn *ret_turn, enum chat_outcome outcome, json_t **resp,
+                    json_t *msg, unsigned rounds, json_t **calls, json_t **pending, json_t **usage)
+{
+        *ret_turn = (struct chat_turn){ .outcome = outcome,
+                                        .response = resp ? TAKE_PTR(*resp) : NULL,
+                                        .message = msg,
+                                        .rounds = rounds,
+                                        .calls = TAKE_PTR(*calls),
+                                        .pending = pending ? TAKE_PTR(*pending) : NULL,
+                                        .usage = TAKE_PTR(*usage) };
+        return 0;
 }
 
 int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
              const struct chat_options *opts, struct chat_turn *ret_turn, struct llm_error *err)
 {
         _cleanup_json_ json_t *calls = json_array(), *tools = NULL, *usage = NULL;
-        json_t *messages = json_object_get(request, "messages");
+        json_t *messages = json_object_get(request, "messages"), *t;
         unsigned max_rounds = opts->max_rounds ? opts->max_rounds : CHAT_MAX_ROUNDS_DEFAULT;
         unsigned round = 0;
+        bool first = true;
+        size_t i, before;
         int r;
 
         if (!json_is_array(messages)) {
@@ -449,19 +601,53 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
                 return -EINVAL;
         }
         tools = toolbox_declarations(tb, TOOLS_FORMAT_OPENAI);
-        if (!calls || !tools || json_object_set(request, "tools", tools) < 0)
+        if (!calls || !tools)
+                return -ENOMEM;
+        json_array_foreach (opts->caller_tools, i, t)
+                if (json_array_append(tools, t) < 0)
+                        return -ENOMEM;
+        if (json_object_set(request, "tools", tools) < 0)
                 return -ENOMEM;
         if (opts->model && json_object_set_new(request, "model", json_string(opts->model)) < 0)
                 return -ENOMEM;
+        if (opts->tool_choice && json_object_set(request, "tool_choice", opts->tool_choice) < 0)
+                return -ENOMEM;
+
+        if (opts->resume) {
+                json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+                _cleanup_json_ json_t *caller = NULL;
+
+                if (!json_is_array(json_object_get(last, "tool_calls"))) {
+                        (void) snprintf(err->msg, sizeof(err->msg),
+                                        "no assistant message with tool calls to continue");
+                        err->http_status = 0;
+                        return -EINVAL;
+                }
+                before = json_array_size(messages);
+                r = run_round(tb, opts, last, opts->decisions, messages, calls, &caller);
+                if (r < 0)
+                        return r;
+                /* A round is one in which the gateway ran calls, not only the caller's. */
+                if (json_array_size(messages) > before)
+                        round++;
+                if (caller)
+                        return end_turn(ret_turn, CHAT_CALLER_TOOLS, NULL, last, round, &calls,
+                                        &caller, &usage);
+        }
 
         for (;;) {
-                _cleanup_json_ json_t *resp = NULL, *history = NULL;
-                json_t *msg, *tcs, *tc;
-                size_t i;
+                _cleanup_json_ json_t *resp = NULL, *history = NULL, *pending = NULL;
+                _cleanup_json_ json_t *caller = NULL;
+                json_t *msg, *tcs;
 
                 r = llm_complete(llm, request, &resp, err);
                 if (r < 0)
                         return r;
+                /* A choice that forces a call holds for the first answer only: the same force
+                 * after the gateway's own round would never let the model answer. */
+                if (first && !caller_tool_choice_is_free(opts->tool_choice))
+                        (void) json_object_del(request, "tool_choice");
+                first = false;
                 if (add_usage(&usage, resp) < 0)
                         return -ENOMEM;
                 msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0),
@@ -472,13 +658,8 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
                                                   content ? content : json_null());
                         if (!final || json_array_append_new(messages, final) < 0)
                                 return -ENOMEM;
-                        *ret_turn = (struct chat_turn){ .outcome = CHAT_ANSWERED,
-                                                        .response = TAKE_PTR(resp),
-                                                        .message = msg,
-                                                        .rounds = round,
-                                                        .calls = TAKE_PTR(calls),
-                                                        .usage = TAKE_PTR(usage) };
-                        return 0;
+                        return end_turn(ret_turn, CHAT_ANSWERED, &resp, msg, round, &calls, NULL,
+                                        &usage);
                 }
                 tcs = json_object_get(msg, "tool_calls");
                 if (!json_is_array(tcs)) {
@@ -491,41 +672,25 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
                 history = assistant_for_history(msg, tcs, round);
                 if (!history)
                         return -ENOMEM;
-                if (round >= max_rounds) {
-                        *ret_turn = (struct chat_turn){ .outcome = CHAT_MAX_ROUNDS,
-                                                        .response = TAKE_PTR(resp),
-                                                        .message = msg,
-                                                        .rounds = round,
-                                                        .calls = TAKE_PTR(calls),
-                                                        .usage = TAKE_PTR(usage) };
-                        return 0;
-                }
-                if (opts->refuse_code && wants_code(history)) {
-                        json_t *pending = pending_calls(history);
-                        if (!pending)
-                                return -ENOMEM;
-                        *ret_turn = (struct chat_turn){ .outcome = CHAT_NEEDS_APPROVAL,
-                                                        .response = TAKE_PTR(resp),
-                                                        .message = msg,
-                                                        .rounds = round,
-                                                        .calls = TAKE_PTR(calls),
-                                                        .pending = pending,
-                                                        .usage = TAKE_PTR(usage) };
-                        return 0;
-                }
-
-                round++;
+                if (round >= max_rounds)
+                        return end_turn(ret_turn, CHAT_MAX_ROUNDS, &resp, msg, round, &calls, NULL,
+                                        &usage);
+                if (approval_pending(tb, opts, history, &pending) < 0)
+                        return -ENOMEM;
                 if (json_array_append(messages, history) < 0)
                         return -ENOMEM;
-                json_array_foreach (json_object_get(history, "tool_calls"), i, tc) {
-                        struct call c = {};
+                if (pending)
+                        return end_turn(ret_turn, CHAT_NEEDS_APPROVAL, &resp, msg, round, &calls,
+                                        &pending, &usage);
 
-                        call_parse(&c, json_array_get(tcs, i), tb);
-                        c.id = json_string_value(json_object_get(tc, "id"));
-                        r = run_call(tb, opts, &c, messages, calls);
-                        call_done(&c);
-                        if (r < 0)
-                                return r;
-                }
+                before = json_array_size(messages);
+                r = run_round(tb, opts, history, NULL, messages, calls, &caller);
+                if (r < 0)
+                        return r;
+                if (json_array_size(messages) > before)
+                        round++;
+                if (caller)
+                        return end_turn(ret_turn, CHAT_CALLER_TOOLS, &resp, msg, round, &calls,
+                                        &caller, &usage);
         }
 }

@@ -241,24 +241,37 @@ static void safe_fputs(const char *s, FILE *f)
         }
 }
 
-/* --approve: the code is shown and the answer read on the controlling terminal, not on
- * standard input, which may carry the conversation itself. Without a terminal nothing can be
- * approved, so nothing runs. */
-static enum chat_approval approve_on_tty(void *userdata, const char *tool, const char *code)
+/* Asks about a call that needs approval: the code (run_python, run_shell), or the tool's name
+ * and its arguments, is shown and the answer read on the controlling terminal, not on standard
+ * input, which may carry the conversation itself. Without a terminal nothing can be approved,
+ * so nothing runs. */
+static enum chat_approval approve_on_tty(void *userdata, const char *tool, const char *code,
+                                         json_t *args)
 {
         _cleanup_fclose_ FILE *tty = NULL;
+        _cleanup_free_ char *shown = NULL;
         char line[64];
         size_t n;
 
         (void) userdata;
         tty = fopen("/dev/tty", "r+e");
         if (!tty) {
-                fprintf(stderr, "airlock chat: --approve: no terminal to ask on (%m); declined "
-                                "to run the code\n");
+                fprintf(stderr,
+                        "airlock chat: --approve: no terminal to ask on (%m); declined "
+                        "to run %s\n",
+                        code ? "the code" : tool);
                 return CHAT_DECLINE;
         }
-        fprintf(tty, "\n--- the model wants to run (%s) ---\n",
-                strcmp(tool, "run_shell") == 0 ? "shell" : "python");
+        if (code) {
+                fprintf(tty, "\n--- the model wants to run (%s) ---\n",
+                        strcmp(tool, "run_shell") == 0 ? "shell" : "python");
+        } else {
+                shown = json_dumps(args, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_SORT_KEYS);
+                fputs("\n--- the model wants to call ", tty);
+                safe_fputs(tool, tty);
+                fputs(" with ---\n", tty);
+                code = shown ? shown : "{}";
+        }
         safe_fputs(code, tty);
         n = strlen(code);
         if (n == 0 || code[n - 1] != '\n')
@@ -272,6 +285,14 @@ static enum chat_approval approve_on_tty(void *userdata, const char *tool, const
                 return CHAT_RUN;
         fputs("declined\n", tty);
         return CHAT_DECLINE;
+}
+
+/* --approve puts code (run_python, run_shell) before the user. */
+static bool needs_approval(void *userdata, const char *tool)
+{
+        const struct chat_cli *st = userdata;
+
+        return st->approve && chat_tool_runs_code(tool);
 }
 
 /* Progress on stderr, one line per call: the tool and the first line of its code. */
@@ -543,8 +564,17 @@ static int answer(struct chat_cli *st, struct llm_client *llm, json_t *request,
                         fprintf(stderr, "airlock chat: the model answered with no text\n");
                 }
                 break;
-        case CHAT_MAX_ROUNDS:
         case CHAT_NEEDS_APPROVAL:
+        case CHAT_CALLER_TOOLS:
+                /* Neither happens here (approve_on_tty answers every approval, and the CLI
+                 * declares no caller tools); the unanswered calls are dropped all the same, so
+                 * that the history stays valid. */
+                fprintf(stderr, "airlock chat: the turn ended with calls nobody ran\n");
+                while (json_array_size(messages) > mark)
+                        (void) json_array_remove(messages, json_array_size(messages) - 1);
+                status = EXIT_CHAT_FAILED;
+                break;
+        case CHAT_MAX_ROUNDS:
                 fprintf(stderr,
                         "airlock chat: stopped after %u tool round%s: the model still wanted to "
                         "call tools (raise --max-rounds to allow more)\n",
@@ -648,8 +678,13 @@ int cmd_chat(int argc, char **argv)
         struct llm_client *llm = NULL;
         json_t *request = NULL;
         _cleanup_free_ char *system = NULL;
-        struct chat_hooks hooks = { .on_call = on_call, .on_result = on_result, .userdata = &st };
-        struct chat_options opts = { .hooks = &hooks };
+        struct chat_hooks hooks = { .approve = approve_on_tty,
+                                    .on_call = on_call,
+                                    .on_result = on_result,
+                                    .userdata = &st };
+        struct chat_options opts = { .hooks = &hooks,
+                                     .needs_approval = needs_approval,
+                                     .policy_userdata = &st };
         enum jail_isolation mode;
         int r, status = EXIT_USAGE;
 
@@ -676,8 +711,6 @@ int cmd_chat(int argc, char **argv)
                 cfg.timeout_ms = a.timeout_ms;
         if (a.max_rounds)
                 cfg.max_rounds = a.max_rounds;
-        if (a.approve)
-                hooks.approve = approve_on_tty;
         opts.max_rounds = cfg.max_rounds;
 
         r = llm_client_new(&(struct llm_config){ .base_url = cfg.base_url,

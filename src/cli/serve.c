@@ -12,6 +12,7 @@
 #include "base/util.h"
 #include "chat/chat.h"
 #include "chat/gateway.h"
+#include "chat/suspend.h"
 #include "hub/hub.h"
 #include "session/session.h"
 
@@ -78,7 +79,8 @@ static const char serve_help[] =
         "      --llm-api-key KEY   the upstream's key; prefer AIRLOCK_LLM_API_KEY\n"
         "      --llm-timeout S     longest wait for one upstream answer (default 120)\n"
         "      --chat-max-rounds N tool rounds per answer at most (default 10)\n"
-        "      --chat-require-approval  never run code: return the proposed code instead\n"
+        "      --chat-require-approval  run_python and run_shell wait for the client's\n"
+        "                          approval (airlock.approvals, docs/CHAT.md)\n"
         "\n"
         "Internal tools (docs/TOOLS.md):\n"
         "      --mcp-config FILE   the MCP servers behind airlock, in the mcpServers JSON\n"
@@ -557,6 +559,11 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
         check_nofile(mgr, a.max_sessions, nofile_was);
+        /* The gateway's turns waiting for a client's tool results or approvals. */
+        if (gateway.base_url && suspend_store_new(NULL, &gateway.suspended) < 0) {
+                fprintf(stderr, "airlock serve: out of memory\n");
+                goto out;
+        }
 
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(
@@ -610,6 +617,7 @@ out:
         api_server_free(srv);
         session_manager_free(mgr);
         hub_free(hub);
+        suspend_store_free(gateway.suspended);
         jail_features_done(&features);
         chat_config_done(&chat);
         if (token)

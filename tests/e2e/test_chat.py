@@ -500,8 +500,12 @@ def test_gateway_requires_the_token(gateway, upstream):
 
 def test_gateway_bad_requests(gateway, upstream):
     assert gateway.post({"messages": []}).status_code == 400
-    r = gateway.post({"messages": [user("hi")], "tools": []})
-    assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
+    # Legacy function calling stays refused (the client's own "tools" pass through, see
+    # test_chat_client_tools.py).
+    for member in ("functions", "function_call"):
+        r = gateway.post({"messages": [user("hi")], member: []})
+        assert r.status_code == 400 and r.json()["error"]["param"] == member
+        assert "'tools'" in r.json()["error"]["message"]
     assert upstream.requests == []
 
 
@@ -552,8 +556,11 @@ def test_gateway_approval_returns_the_code(gw_llm, upstream, tmp_path):
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["airlock"]["stopped"] == "approval_required"
-        assert body["airlock"]["pending"][0]["arguments"] == {"code": "open('/work/ran', 'w')"}
-        assert "open('/work/ran', 'w')" in body["choices"][0]["message"]["content"]
+        # The Responses API's mcp_approval_request: arguments as JSON text.
+        pending = body["airlock"]["pending"][0]
+        assert pending["type"] == "mcp_approval_request" and pending["name"] == "run_python"
+        assert json.loads(pending["arguments"]) == {"code": "open('/work/ran', 'w')"}
+        assert "```python\nopen('/work/ran', 'w')\n```" in body["choices"][0]["message"]["content"]
         assert body["airlock"]["tool_calls"] == [] and body["airlock"]["session"] is None
     finally:
         d.close()
