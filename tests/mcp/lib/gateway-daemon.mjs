@@ -1,0 +1,56 @@
+// A daemon of its own for tests of the chat-completions gateway: `airlock serve` on a free
+// loopback port with a temporary state directory, a token of the test's, and --llm-base-url
+// pointing at a fake model. stop() ends it by its pid (SIGTERM, then SIGKILL after 15 s),
+// checks that it exited 0 (a sanitizer report or a failed teardown fails the test), and
+// removes the state directory.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { env, requireEnv } from './env.mjs';
+
+export async function startGatewayDaemon({ llmBaseUrl, flags = [] }) {
+  requireEnv('bin');
+  const dir = mkdtempSync(join(process.env.TMPDIR || tmpdir(), 'airlock-gateway-test-'));
+  const token = 'token-of-the-openai-tools-test';
+  const daemonEnv = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('AIRLOCK_') || k === 'AIRLOCK_LOG'),
+  );
+  const child = spawn(
+    env.bin,
+    ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state'), '--pool-size', '0',
+      '--llm-base-url', llmBaseUrl, '--llm-model', 'fake-model', ...flags],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...daemonEnv, AIRLOCK_TOKEN: token } },
+  );
+  let log = '';
+  child.stdout.on('data', (d) => (log += d));
+  child.stderr.on('data', (d) => (log += d));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15000);
+      await exited;
+      clearTimeout(timer);
+    }
+    rmSync(dir, { recursive: true, force: true });
+    const { code, signal } = await exited;
+    if (code !== 0)
+      throw new Error(`the daemon exited with ${code ?? signal}; its log:\n${log.slice(-3000)}`);
+  };
+
+  const deadline = Date.now() + 30000;
+  let url;
+  while (!url) {
+    url = log.match(/airlock: listening on (http:\/\/\S+)/)?.[1];
+    if (url) break;
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop().catch(() => {});
+      throw new Error(`the daemon did not start:\n${log.slice(-3000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url, token, log: () => log, stop };
+}
