@@ -9,6 +9,7 @@
 #include "caller-tools.h"
 #include "chat.h"
 #include "continuation.h"
+#include "hub/hub.h"
 #include "tools/tools.h"
 
 #include <errno.h>
@@ -371,12 +372,21 @@ static int upstream_error(struct chat_gateway_reply *ret, int r, const struct ll
         }
 }
 
-/* --chat-require-approval: code needs the client's yes. */
+/* --chat-require-approval: code needs the client's yes; so does an internal tool whose
+ * server's config says require_approval: always. */
 static bool gateway_needs_approval(void *userdata, const char *tool)
 {
         const struct chat_gateway_config *cfg = userdata;
 
-        return cfg->require_approval && chat_tool_runs_code(tool);
+        return (cfg->require_approval && chat_tool_runs_code(tool)) ||
+               hub_tool_needs_approval(cfg->hub, tool);
+}
+
+static const char *gateway_server_of(void *userdata, const char *tool)
+{
+        const struct chat_gateway_config *cfg = userdata;
+
+        return hub_tool_server(cfg->hub, tool);
 }
 
 /* The text returned in place of an answer when calls wait for approval: the model's text, then
@@ -610,6 +620,7 @@ int chat_gateway_run(const struct chat_gateway_config *cfg, struct tools_backend
                      &(struct chat_options){
                              .max_rounds = cfg->max_rounds,
                              .needs_approval = gateway_needs_approval,
+                             .server_of = gateway_server_of,
                              .policy_userdata = (void *) cfg,
                              .caller_tools = plan->caller_tools,
                              .tool_choice = plan->tool_choice,

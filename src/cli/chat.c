@@ -95,6 +95,7 @@ struct chat_cli {
         json_t *saved;   /* the paths saved during the current answer, as shown */
         unsigned n_images;
         bool approve;
+        struct hub *hub; /* internal tools (--mcp-config), or NULL */
 };
 
 static int parse_args(int argc, char **argv, struct chat_args *a)
@@ -287,12 +288,14 @@ static enum chat_approval approve_on_tty(void *userdata, const char *tool, const
         return CHAT_DECLINE;
 }
 
-/* --approve puts code (run_python, run_shell) before the user. */
+/* --approve puts code (run_python, run_shell) before the user; an internal tool whose server
+ * says require_approval: always is put before the user whatever the flags (and declined when
+ * there is no terminal to ask). */
 static bool needs_approval(void *userdata, const char *tool)
 {
         const struct chat_cli *st = userdata;
 
-        return st->approve && chat_tool_runs_code(tool);
+        return (st->approve && chat_tool_runs_code(tool)) || hub_tool_needs_approval(st->hub, tool);
 }
 
 /* Progress on stderr, one line per call: the tool and the first line of its code. */
@@ -734,6 +737,7 @@ int cmd_chat(int argc, char **argv)
                 goto out;
         }
         cli_hub_wait(hub);
+        st.hub = hub;
 
         if (a.url) {
                 r = cli_client_new("chat", a.url, a.state_dir, &client);

@@ -678,6 +678,48 @@ json_t *hub_tool(struct hub *h, const char *name)
         return t;
 }
 
+/* The server an exposed entry comes from (the lock is held). */
+static struct server *server_of_entry(struct hub *h, json_t *e)
+{
+        const char *name = json_string_value(json_object_get(e, "server"));
+
+        for (size_t i = 0; name && i < h->n_servers; i++)
+                if (strcmp(h->servers[i].cfg.name, name) == 0)
+                        return &h->servers[i];
+        return NULL;
+}
+
+bool hub_tool_needs_approval(struct hub *h, const char *name)
+{
+        const char *mode;
+        json_t *e;
+        bool yes;
+
+        if (!h || !name)
+                return false;
+        (void) pthread_mutex_lock(&h->lock);
+        e = find_exposed(h, name);
+        mode = e ? json_string_value(json_object_get(e, "require_approval")) : NULL;
+        yes = mode && strcmp(mode, "always") == 0;
+        (void) pthread_mutex_unlock(&h->lock);
+        return yes;
+}
+
+const char *hub_tool_server(struct hub *h, const char *name)
+{
+        struct server *s = NULL;
+        json_t *e;
+
+        if (!h || !name)
+                return NULL;
+        (void) pthread_mutex_lock(&h->lock);
+        e = find_exposed(h, name);
+        if (e)
+                s = server_of_entry(h, e);
+        (void) pthread_mutex_unlock(&h->lock);
+        return s ? s->cfg.name : NULL;
+}
+
 json_t *hub_servers(struct hub *h)
 {
         json_t *out = json_array();
@@ -861,10 +903,7 @@ int hub_call(struct hub *h, const char *name, json_t *args, uint64_t deadline_ns
                                          name, names[0] ? " (there are: " : "",
                                          names[0] ? names : "");
         }
-        for (size_t i = 0; i < h->n_servers; i++)
-                if (strcmp(h->servers[i].cfg.name,
-                           json_string_value(json_object_get(e, "server"))) == 0)
-                        s = &h->servers[i];
+        s = server_of_entry(h, e);
         tool = strdup(json_string_value(json_object_get(e, "tool")));
         schema = json_incref(json_object_get(e, "inputSchema"));
         if (s && s->state == STATE_READY && s->conn) {

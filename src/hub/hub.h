@@ -83,6 +83,14 @@ json_t *hub_tools(struct hub *h);
 /* One tool of hub_tools() by exposed name (a new reference), or NULL. */
 json_t *hub_tool(struct hub *h, const char *name);
 
+/* Whether the internal tool name needs a person's yes before it runs (its server's
+ * require_approval). False for a name the hub does not know. h may be NULL. */
+bool hub_tool_needs_approval(struct hub *h, const char *name);
+
+/* The config name of the server of the internal tool name, valid as long as the hub; NULL for
+ * a name the hub does not know. h may be NULL. */
+const char *hub_tool_server(struct hub *h, const char *name);
+
 /* The servers, as a new array: {"name", "transport": "stdio"|"http", "state": "starting"|
  * "ready"|"unavailable", "reason"?, "tools": n, "restarts": n, "pid"?: a stdio server's}. */
 json_t *hub_servers(struct hub *h);

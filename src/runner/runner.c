@@ -94,7 +94,7 @@ static PyObject *channel_request(PyObject *self, PyObject *arg)
                 PyErr_SetString(PyExc_ValueError, "a tool request is a JSON object");
                 return NULL;
         }
-        if (getpid() != cell_pid) {
+        if (atomic_load(&cell_running) && getpid() != cell_pid) {
                 PyErr_SetString(PyExc_RuntimeError,
                                 "airlock_tools can only be called from the cell's own process, "
                                 "not from a subprocess");

@@ -38,19 +38,19 @@ static bool listed(char *const *list, const char *name, const char *server)
         return false;
 }
 
-/* Whether the session's code may call the tool described by t (an entry of hub_tools()). */
-static bool callable(const struct session *s, json_t *t)
+/* Whether code with these lists may call the tool described by t (an entry of hub_tools()). */
+static bool allows(char *const *code_tools, char *const *approved, json_t *t)
 {
         const char *name = json_string_value(json_object_get(t, "name"));
         const char *server = json_string_value(json_object_get(t, "server"));
         const char *approval = json_string_value(json_object_get(t, "require_approval"));
 
-        if (!name || !server || !listed(effective_list(s), name, server))
+        if (!name || !server || !listed(code_tools, name, server))
                 return false;
         /* A tool that needs a person's yes is callable only when one was given for this
-         * session, by name: "*" in approved_tools does not approve everything. */
+         * session, by name: approved_tools takes no patterns. */
         if (approval && strcmp(approval, "always") == 0) {
-                for (char **a = s->approved_tools; a && *a; a++)
+                for (char *const *a = approved; a && *a; a++)
                         if (strcmp(*a, name) == 0)
                                 return true;
                 return false;
@@ -58,10 +58,15 @@ static bool callable(const struct session *s, json_t *t)
         return true;
 }
 
-static json_t *codemode_list(void *userdata)
+static bool callable(const struct session *s, json_t *t)
 {
-        struct session *s = userdata;
-        _cleanup_(json_decrefp) json_t *all = hub_tools(s->mgr->cfg.hub);
+        return allows(effective_list(s), s->approved_tools, t);
+}
+
+/* The tools of hub that code with these lists may call, as Code Mode lists them. */
+static json_t *callable_list(struct hub *hub, char *const *code_tools, char *const *approved)
+{
+        _cleanup_(json_decrefp) json_t *all = hub_tools(hub);
         json_t *out = json_array(), *t;
         size_t i;
 
@@ -75,7 +80,7 @@ static json_t *codemode_list(void *userdata)
                 size_t j;
                 json_t *prev;
 
-                if (!callable(s, t))
+                if (!allows(code_tools, approved, t))
                         continue;
                 hub_python_name(json_string_value(json_object_get(t, "name")), py, sizeof(py));
                 /* Two tools whose names become one identifier: the later one is prefixed with
@@ -101,6 +106,13 @@ static json_t *codemode_list(void *userdata)
                 }
         }
         return out;
+}
+
+static json_t *codemode_list(void *userdata)
+{
+        struct session *s = userdata;
+
+        return callable_list(s->mgr->cfg.hub, effective_list(s), s->approved_tools);
 }
 
 static json_t *reply_error(const char *kind, const char *msg)
@@ -221,4 +233,26 @@ json_t *codemode_callable(struct session *s)
         if (!s->mgr->cfg.hub)
                 return json_array();
         return codemode_list(s);
+}
+
+json_t *session_code_tools(struct session_manager *mgr, const char *id, const char *profile)
+{
+        struct profile_slot *slot = NULL;
+        struct session *s = NULL;
+        json_t *out;
+        int r;
+
+        if (!mgr->cfg.hub)
+                return json_array();
+        if (id && session_find(mgr, id, &s) == 0) {
+                out = codemode_callable(s);
+                session_unref(s);
+                return out;
+        }
+        pthread_mutex_lock(&mgr->lock);
+        r = session_profile_slot(mgr, profile ? profile : "default", &slot, NULL);
+        pthread_mutex_unlock(&mgr->lock);
+        if (r < 0)
+                return json_array();
+        return callable_list(mgr->cfg.hub, slot->profile->code_tools, NULL);
 }

@@ -884,9 +884,9 @@ static void answer_tool(struct sandbox *sb, const struct exec_request *req, json
         tc->requests++;
         if (!t)
                 reply = tool_error("disabled",
-                                   "Code Mode is off in this session: no tool can be called from "
-                                   "its code (a session's code_tools, or its profile's, list the "
-                                   "tools it may call; docs/TOOLS.md)");
+                                   "Code Mode is off in this session: its code may call no tool "
+                                   "(the daemon needs MCP servers, --mcp-config, and the session "
+                                   "or its profile a code_tools list; docs/TOOLS.md)");
         else if (tc->requests > max_calls)
                 reply = tool_error("limit",
                                    "this cell made more than %u tool requests, the limit per "

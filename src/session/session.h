@@ -94,6 +94,12 @@ struct session_create_options {
         char *const *approved_tools;
 };
 
+/* Code Mode: the internal tools the code of session id may call ({"name", "python_name",
+ * "server", "description", "inputSchema", "available"}); when id is NULL or not live, those
+ * the code of a new session of profile (NULL = default) could call. A new array (empty without
+ * a hub), NULL when out of memory. */
+json_t *session_code_tools(struct session_manager *mgr, const char *id, const char *profile);
+
 /* Creates a session (taking a warm one when the pool has it). Returns 0 with a new reference
  * in *ret_session; -ENOENT for an unknown profile, -EINVAL for bad options (err names the
  * field), -EUSERS when the live-session limit is reached (err says the limit), or -errno. */

@@ -150,7 +150,15 @@ static void local_free(void *userdata)
         free(userdata);
 }
 
+static json_t *local_code_tools(void *userdata, const char *id, const char *profile)
+{
+        struct local *l = userdata;
+
+        return session_code_tools(l->mgr, id, profile);
+}
+
 static const struct tools_backend_ops local_ops = {
+        .code_tools = local_code_tools,
         .session_create = local_session_create,
         .session_destroy = local_session_destroy,
         .execute = local_execute,

@@ -127,3 +127,113 @@ bool tools_internal_server(struct hub *hub, const char *name, char *buf, size_t 
         (void) snprintf(buf, size, "%s", server);
         return true;
 }
+
+/* The Python type a JSON Schema type reads as, for a signature. */
+static const char *python_type(json_t *prop)
+{
+        static const struct {
+                const char *json, *py;
+        } types[] = { { "string", "str" },   { "integer", "int" }, { "number", "float" },
+                      { "boolean", "bool" }, { "array", "list" },  { "object", "dict" },
+                      { "null", "None" } };
+        const char *t = json_string_value(json_object_get(prop, "type"));
+
+        for (size_t i = 0; t && i < sizeof(types) / sizeof(*types); i++)
+                if (strcmp(t, types[i].json) == 0)
+                        return types[i].py;
+        return "Any";
+}
+
+static bool required_has(json_t *required, const char *name)
+{
+        size_t i;
+        json_t *r;
+
+        json_array_foreach (required, i, r)
+                if (json_is_string(r) && strcmp(json_string_value(r), name) == 0)
+                        return true;
+        return false;
+}
+
+/* "name(a: str, b: int = None) - description" for one tool Code Mode lists, appended to buf.
+ * The required parameters come first, as in the function airlock_tools makes. */
+static int append_signature(char **buf, size_t *len, json_t *t)
+{
+        json_t *schema = json_object_get(t, "inputSchema");
+        json_t *props = json_object_get(schema, "properties");
+        json_t *required = json_object_get(schema, "required"), *p;
+        const char *desc = json_string_value(json_object_get(t, "description"));
+        char *line = NULL;
+        size_t dlen;
+        FILE *f;
+        const char *k;
+        bool first = true;
+
+        f = open_memstream(&line, &dlen);
+        if (!f)
+                return -ENOMEM;
+        fprintf(f, "\n- airlock_tools.%s(", json_string_value(json_object_get(t, "python_name")));
+        for (int pass = 0; pass < 2; pass++)
+                json_object_foreach (props, k, p) {
+                        bool req = required_has(required, k);
+                        if (req != (pass == 0))
+                                continue;
+                        fprintf(f, "%s%s: %s%s", first ? "" : ", ", k, python_type(p),
+                                req ? "" : " = None");
+                        first = false;
+                }
+        /* The first sentence of the description is enough to choose by. */
+        dlen = desc ? strcspn(desc, "\n") : 0;
+        if (dlen > 160)
+                dlen = 160;
+        fprintf(f, ")%s%.*s", dlen ? ": " : "", (int) dlen, desc ? desc : "");
+        if (fclose(f) != 0) {
+                free(line);
+                return -ENOMEM;
+        }
+        {
+                char *grown = realloc(*buf, *len + strlen(line) + 1);
+                if (!grown) {
+                        free(line);
+                        return -ENOMEM;
+                }
+                memcpy(grown + *len, line, strlen(line) + 1);
+                *buf = grown;
+                *len += strlen(line);
+        }
+        free(line);
+        return 0;
+}
+
+int tools_code_mode_describe(json_t *list, enum tools_format format, json_t *code)
+{
+        static const char intro[] =
+                "\n\nCode Mode: this code can call internal tools itself, without a round trip "
+                "through you: `import airlock_tools`, then call them as functions (keyword "
+                "arguments; the result is Python data, a failure raises "
+                "airlock_tools.ToolError). Prefer one script that calls them in a loop and "
+                "analyses the results over many separate tool calls. Callable here:";
+        _cleanup_free_ char *text = strdup(intro);
+        size_t len = strlen(intro), i;
+        json_t *d, *t;
+
+        if (!text)
+                return -ENOMEM;
+        json_array_foreach (code, i, t)
+                if (append_signature(&text, &len, t) < 0)
+                        return -ENOMEM;
+        json_array_foreach (list, i, d) {
+                json_t *holder = format == TOOLS_FORMAT_OPENAI ? json_object_get(d, "function") : d;
+                const char *name = json_string_value(json_object_get(holder, "name"));
+                const char *desc = json_string_value(json_object_get(holder, "description"));
+                char *joined = NULL;
+
+                if (!name || strcmp(name, "run_python") != 0)
+                        continue;
+                if (asprintf(&joined, "%s%s", desc ? desc : "", text) < 0)
+                        return -ENOMEM;
+                json_object_set_new(holder, "description", json_string(joined));
+                free(joined);
+        }
+        return 0;
+}

@@ -60,6 +60,11 @@ int tools_internal_declare(struct hub *hub, enum tools_format format, json_t *li
 int tools_internal_call(struct hub *hub, const char *name, json_t *args, uint64_t deadline_ns,
                         struct tool_result *res);
 
+/* Adds to run_python's description in list (declarations in format) how to call code (the
+ * tools Code Mode lists, non-empty) from Python: `import airlock_tools` and one signature per
+ * tool. Returns 0 or -ENOMEM. */
+int tools_code_mode_describe(json_t *list, enum tools_format format, json_t *code);
+
 /* Whether name is an internal tool whose config says require_approval: always. */
 bool tools_internal_needs_approval(struct hub *hub, const char *name);
 

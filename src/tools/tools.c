@@ -126,7 +126,21 @@ json_t *tools_declarations(enum tools_format format, struct hub *hub)
 
 json_t *toolbox_declarations(struct toolbox *tb, enum tools_format format)
 {
-        return tools_declarations(format, tb->hub);
+        json_t *list = tools_declarations(format, tb->hub);
+        _cleanup_(json_decrefp) json_t *code = NULL;
+        _cleanup_free_ char *id = NULL;
+
+        if (!list || !tb->backend->ops->code_tools)
+                return list;
+        (void) pthread_mutex_lock(&tb->lock);
+        id = tb->session_id ? strdup(tb->session_id) : NULL;
+        (void) pthread_mutex_unlock(&tb->lock);
+        code = tb->backend->ops->code_tools(tb->backend->userdata, id, tb->profile);
+        if (json_array_size(code) > 0 && tools_code_mode_describe(list, format, code) < 0) {
+                json_decref(list);
+                return NULL;
+        }
+        return list;
 }
 
 bool toolbox_has_tool(struct toolbox *tb, const char *name)

@@ -123,6 +123,10 @@ struct tools_backend_ops {
         /* *ret_listing is {"dir", "entries": [{"name", "path", "type", "size", ...}]}. */
         int (*file_list)(void *userdata, const char *id, const char *dir, json_t **ret_listing,
                          struct airlock_error *err);
+        /* Code Mode: the internal tools the code of session id (NULL: of a new session of
+         * profile) may call, as session_code_tools() lists them; a new array. May be NULL (a
+         * daemon over HTTP): run_python's description then names none. */
+        json_t *(*code_tools)(void *userdata, const char *id, const char *profile);
         /* Frees userdata. */
         void (*free)(void *userdata);
 };
