@@ -269,7 +269,32 @@ static void remote_free(void *userdata)
         free(userdata);
 }
 
+/* Code Mode's list, from GET /v1/tools?session=ID (or ?profile=NAME): the daemon's hub is the
+ * one the session's code calls. Nothing (NULL) when the daemon cannot say. */
+static json_t *remote_code_tools(void *userdata, const char *id, const char *profile)
+{
+        struct remote *rm = userdata;
+        _cleanup_free_ char *path = NULL, *value = url_encode(id        ? id
+                                                              : profile ? profile
+                                                                        : "default",
+                                                              false);
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        struct cli_response resp = { 0 };
+
+        if (!value || asprintf(&path, "/v1/tools?%s=%s", id ? "session" : "profile", value) < 0)
+                return NULL;
+        if (request(rm, "GET", path, NULL, 0, &resp, NULL) < 0)
+                return NULL;
+        if (resp.status == 200)
+                answer = json_loadb(resp.body, resp.len, 0, NULL);
+        free(resp.body);
+        return json_is_array(json_object_get(answer, "code_tools"))
+                       ? json_incref(json_object_get(answer, "code_tools"))
+                       : NULL;
+}
+
 static const struct tools_backend_ops remote_ops = {
+        .code_tools = remote_code_tools,
         .session_create = remote_session_create,
         .session_destroy = remote_session_destroy,
         .execute = remote_execute,

@@ -178,3 +178,52 @@ def test_code_mode_usage_counts_the_calls(daemon):
         assert res["usage"]["tool_ms"] > 0
     finally:
         daemon.delete(f"/v1/sessions/{sid}")
+
+
+def test_get_tools_says_what_code_may_call(daemon):
+    r = daemon.get("/v1/tools?profile=churn")
+    assert r.status_code == 200, daemon.why(r)
+    code = {t["name"]: t for t in r.json()["code_tools"]}
+    assert set(code) == {"get_user_churn_metrics", "run_sql", "list_tables"}
+    assert code["get_user_churn_metrics"]["python_name"] == "get_user_churn_metrics"
+    assert code["run_sql"]["server"] == "crm"
+    # The default profile lists none; a session answers for itself.
+    assert daemon.get("/v1/tools").json()["code_tools"] == []
+    r = daemon.post("/v1/sessions", json={"code_tools": ["list_tables"]})
+    assert r.status_code == 201, daemon.why(r)
+    sid = r.json()["id"]
+    try:
+        names = [t["name"] for t in daemon.get(f"/v1/tools?session={sid}").json()["code_tools"]]
+        assert names == ["list_tables"]
+    finally:
+        daemon.delete(f"/v1/sessions/{sid}")
+    assert daemon.get("/v1/tools?session=s-x&profile=churn").status_code == 400
+
+
+def test_airlock_chat_through_the_daemon_describes_code_mode(daemon, upstream):
+    import subprocess
+
+    from airlock_daemon import AIRLOCK
+
+    def knows_code_mode(req):
+        run_python = next(t["function"] for t in req["tools"]
+                          if t["function"]["name"] == "run_python")
+        assert "airlock_tools.list_tables()" in run_python["description"]
+        # The model's own tools are the CLI's: the daemon's servers serve the code only.
+        assert "list_tables" not in [t["function"]["name"] for t in req["tools"]]
+        return tool_calls(("run_python", {"code": "import airlock_tools\n"
+                                                  "len(airlock_tools.list_tables()['tables'])"}))
+
+    def counted(req):
+        assert "result: 4" in last_tool(req) or "4" in last_tool(req), last_tool(req)
+        return answer("four tables")
+
+    upstream.script[:] = [knows_code_mode, counted]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    env["AIRLOCK_TOKEN"] = TOKEN
+    proc = subprocess.run([AIRLOCK, "chat", "--url", daemon.url, "-p", "churn", "--base-url",
+                           upstream.base_url, "--model", "m", "how many tables?"],
+                          capture_output=True, text=True, timeout=120, env=env,
+                          stdin=subprocess.DEVNULL, start_new_session=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "four tables" in proc.stdout
