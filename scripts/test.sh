@@ -36,6 +36,8 @@ run() {
 }
 run meson test -C $build --suite unit --print-errorlogs --verbose --num-processes 2
 run $py -m pytest -q -p no:cacheprovider tests/unit
+# The e2e tests of internal tools start the reference MCP servers from npm.
+run tests/mcp/install.sh
 run $py -m pytest -q -p no:cacheprovider tests/e2e
 run tests/mcp/run.sh
 run $py -m pytest -q -p no:cacheprovider tests/hostile

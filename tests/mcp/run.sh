@@ -21,10 +21,7 @@ fi
 export AIRLOCK_BIN=$bin
 
 cd "$here"
-# npm ci empties node_modules first; skip it when the tree already matches the lockfile.
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-        npm ci --prefer-offline --no-audit --no-fund --loglevel=error
-fi
+./install.sh
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/airlock-mcp-tests.XXXXXX")
 daemon_pid=
