@@ -55,6 +55,7 @@ struct hub {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         bool stopping;
+        atomic_bool cancel; /* stopping, for waits that do not hold the lock (a start) */
         struct server *servers;
         size_t n_servers;
         char **reserved;
@@ -290,7 +291,8 @@ static int list_tools(struct server *s, struct conn *c, json_t **ret_tools,
                 int r;
 
                 r = c->ops->request(c, "tools/list", params,
-                                    now_ns() + LIST_TIMEOUT_MS * 1000000ull, NULL, &result, err);
+                                    now_ns() + LIST_TIMEOUT_MS * 1000000ull, &s->hub->cancel,
+                                    &result, err);
                 json_decref(params);
                 if (r == -ETIMEDOUT)
                         return airlock_error_set(err, r, "tools/list had no answer within %u s",
@@ -376,7 +378,8 @@ static int connect_server(struct server *s, struct conn **ret_conn, struct airlo
         params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", HUB_PROTOCOL_VERSION,
                            "capabilities", "clientInfo", "name", "airlock", "version",
                            AIRLOCK_VERSION);
-        r = params ? c->ops->request(c, "initialize", params, deadline, NULL, &result, err)
+        r = params ? c->ops->request(c, "initialize", params, deadline, &s->hub->cancel, &result,
+                                     err)
                    : -ENOMEM;
         if (r == -ETIMEDOUT)
                 r = airlock_error_set(err, r, "the server did not answer initialize within %.1f s",
@@ -525,6 +528,8 @@ static void *supervise(void *userdata)
                         (void) pthread_mutex_lock(&h->lock);
                         break;
                 }
+                if (h->stopping)
+                        break; /* the failure was the stop itself */
                 (void) snprintf(why, sizeof(why), "%.400s; retrying in %u s", err.msg,
                                 backoff_ms / 1000);
                 log_warn("mcp_server=%s msg=\"unavailable: %s\"", s->cfg.name, why);
@@ -599,6 +604,7 @@ struct hub *hub_free(struct hub *h)
                 return NULL;
         (void) pthread_mutex_lock(&h->lock);
         h->stopping = true;
+        atomic_store(&h->cancel, true);
         (void) pthread_cond_broadcast(&h->cond);
         (void) pthread_mutex_unlock(&h->lock);
         for (size_t i = 0; i < h->n_servers; i++)
