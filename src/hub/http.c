@@ -19,6 +19,11 @@
 
 #define CONNECT_TIMEOUT_MS 10000L
 #define SESSION_ID_MAX 256
+/* Idle easy handles kept for reuse: each keeps its connection to the server alive, so a call
+ * does not pay for a new TCP (and TLS) connection. */
+#define HANDLES_IDLE_MAX 8
+/* How long a response stream may stay open after it carried our answer. */
+#define STREAM_END_GRACE_NS (100u * 1000000u)
 
 struct http_conn {
         struct conn base;
@@ -32,6 +37,8 @@ struct http_conn {
         char protocol[32];
         bool closed;
         int64_t next_id;
+        CURL *idle[HANDLES_IDLE_MAX]; /* under lock */
+        unsigned n_idle;
         /* the GET stream */
         pthread_t listener;
         bool listener_started;
@@ -41,11 +48,12 @@ struct http_conn {
 /* One exchange: the body read so far, parsed as JSON or as SSE events on the fly. */
 struct exchange {
         struct http_conn *c;
-        int64_t want_id; /* the response we wait for; 0 = none (the GET stream) */
-        json_t *answer;  /* the response to want_id, once it came */
-        bool sse;        /* the body is text/event-stream */
-        struct buf body; /* a JSON body, or the SSE bytes not parsed yet */
-        struct buf data; /* the data lines of the SSE event being read */
+        int64_t want_id;    /* the response we wait for; 0 = none (the GET stream) */
+        json_t *answer;     /* the response to want_id, once it came */
+        uint64_t answer_ns; /* when it came (a stream left open is cut shortly after) */
+        bool sse;           /* the body is text/event-stream */
+        struct buf body;    /* a JSON body, or the SSE bytes not parsed yet */
+        struct buf data;    /* the data lines of the SSE event being read */
         bool too_big;
         char session_id[SESSION_ID_MAX + 1];
         const atomic_bool *cancel; /* the caller's */
@@ -147,9 +155,10 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
                         x->too_big = true;
                         return 0;
                 }
-                /* Our answer came: the rest of the stream is not ours to wait for. */
-                if (x->answer)
-                        return 0;
+                /* Our answer came: the server should end the stream now, which keeps the
+                 * connection for the next call; one that does not is cut shortly after. */
+                if (x->answer && !x->answer_ns)
+                        x->answer_ns = now_ns();
         }
         return len;
 }
@@ -185,6 +194,8 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
         (void) dlnow;
         (void) ultotal;
         (void) ulnow;
+        if (x->answer_ns && now_ns() - x->answer_ns > STREAM_END_GRACE_NS)
+                return 1;
         return (x->cancel && atomic_load(x->cancel)) || (x->stop && atomic_load(x->stop));
 }
 
@@ -227,13 +238,40 @@ fail:
         return NULL;
 }
 
+static CURL *handle_take(struct http_conn *c)
+{
+        CURL *curl = NULL;
+
+        (void) pthread_mutex_lock(&c->lock);
+        if (c->n_idle > 0)
+                curl = c->idle[--c->n_idle];
+        (void) pthread_mutex_unlock(&c->lock);
+        if (curl) {
+                curl_easy_reset(curl); /* the options go, the connection stays */
+                return curl;
+        }
+        return curl_easy_init();
+}
+
+static void handle_give_back(struct http_conn *c, CURL *curl)
+{
+        (void) pthread_mutex_lock(&c->lock);
+        if (c->n_idle < HANDLES_IDLE_MAX) {
+                c->idle[c->n_idle++] = curl;
+                curl = NULL;
+        }
+        (void) pthread_mutex_unlock(&c->lock);
+        if (curl)
+                curl_easy_cleanup(curl);
+}
+
 /* One HTTP exchange. method NULL: the GET stream. Returns the HTTP status (>= 0) with the
  * transfer's outcome in *ret_code, or -ENOMEM. */
 static long perform(struct http_conn *c, const char *body, uint64_t deadline_ns, struct exchange *x,
                     CURLcode *ret_code, const char *custom)
 {
         struct curl_slist *h = request_headers(c, body != NULL);
-        CURL *curl = curl_easy_init();
+        CURL *curl = handle_take(c);
         long status = 0;
 
         if (!curl || !h) {
@@ -268,7 +306,9 @@ static long perform(struct http_conn *c, const char *body, uint64_t deadline_ns,
         }
         *ret_code = curl_easy_perform(curl);
         (void) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(curl);
+        /* A transfer cut short (our answer came in a stream that goes on, a cancel) closes
+         * its connection; the handle is still fine to reuse. */
+        handle_give_back(c, curl);
         curl_slist_free_all(h);
         return status;
 }
@@ -469,6 +509,8 @@ static void http_close(struct conn *base)
                 exchange_done(&x);
         }
         mark_closed(c, "the connection was closed");
+        while (c->n_idle > 0)
+                curl_easy_cleanup(c->idle[--c->n_idle]);
         free(c->name);
         free(c->url);
         strv_free(c->headers);

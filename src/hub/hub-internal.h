@@ -71,7 +71,8 @@ struct conn_ops {
         /* The stdio server's pid, or 0. */
         pid_t (*pid)(struct conn *c);
         /* Ends every wait now and later with -EHOSTDOWN saying why (the connection is being
-         * replaced or the hub stops); safe while requests are in flight. */
+         * replaced or the hub stops); safe while requests are in flight. It may call
+         * events.closed from the calling thread. */
         void (*abort)(struct conn *c, const char *why);
         /* Ends the connection (stops a stdio server) and frees it; no request may be in
          * flight. */

@@ -429,7 +429,10 @@ static void drop_conn(struct server *s, const char *why)
         if (!c)
                 return;
         s->conn = NULL;
+        /* Unlocked: aborting may tell on_closed(), which takes the lock. */
+        (void) pthread_mutex_unlock(&h->lock);
         c->ops->abort(c, why);
+        (void) pthread_mutex_lock(&h->lock);
         while (s->conn_refs > 0)
                 wait_until(h, now_ns() + 100000000u);
         (void) pthread_mutex_unlock(&h->lock);
