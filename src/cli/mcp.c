@@ -164,11 +164,30 @@ static int handle_line(struct mcp_conn *conn, const char *line, size_t len)
         return r;
 }
 
-static int serve_stdio(struct mcp_conn *conn, struct stopper *st, int wake_read)
+/* Tells the client its tool list changed (internal tools came, went or changed) when the
+ * hub's generation moved since the last look; only once the client is initialized. */
+static int notify_tools_changed(struct mcp_conn *conn, struct hub *hub, uint64_t *seen)
+{
+        static const char msg[] = "{\"jsonrpc\":\"2.0\",\"method\":"
+                                  "\"notifications/tools/list_changed\"}\n";
+        uint64_t g;
+
+        if (!hub || !mcp_conn_is_initialized(conn))
+                return 0;
+        g = hub_generation(hub);
+        if (g == *seen)
+                return 0;
+        *seen = g;
+        return write_full(STDOUT_FILENO, msg, sizeof(msg) - 1);
+}
+
+static int serve_stdio(struct mcp_conn *conn, struct hub *hub, struct stopper *st, int wake_read)
 {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0, size = 0;
         bool discarding = false;
+        /* The client lists the tools after initialize: changes count from then. */
+        uint64_t seen = hub ? hub_generation(hub) : 0;
 
         for (;;) {
                 struct pollfd fds[2] = { { .fd = STDIN_FILENO, .events = POLLIN },
@@ -179,13 +198,18 @@ static int serve_stdio(struct mcp_conn *conn, struct stopper *st, int wake_read)
 
                 if (atomic_load(&st->stop))
                         return 0;
-                if (poll(fds, 2, -1) < 0) {
+                r = poll(fds, 2, hub ? 500 : -1);
+                if (r < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -errno;
                 }
                 if (fds[1].revents)
                         return 0;
+                if (notify_tools_changed(conn, hub, &seen) < 0)
+                        return -EPIPE;
+                if (r == 0)
+                        continue;
                 if (size - len < 65536) {
                         size_t nsize = size ? size * 2 : 131072;
                         char *p = realloc(buf, nsize);
@@ -329,7 +353,8 @@ int cmd_mcp(int argc, char **argv)
         r = mcp_conn_new(&(struct mcp_conn_options){ .backend = backend,
                                                      .profile = a.url ? NULL : a.profile,
                                                      .name = "stdio",
-                                                     .hub = hub },
+                                                     .hub = hub,
+                                                     .tools_list_changes = true },
                          &conn);
         if (r < 0)
                 goto out;
@@ -342,7 +367,7 @@ int cmd_mcp(int argc, char **argv)
         thread_started = true;
         log_info("mcp server ready on stdio (%s)", a.url ? a.url : "in-process sandboxes");
 
-        r = serve_stdio(conn, &st, wake_read);
+        r = serve_stdio(conn, hub, &st, wake_read);
         if (r < 0 && r != -EPIPE)
                 log_error_errno(r, "mcp stdio transport failed");
         status = 0;

@@ -20,6 +20,7 @@ struct mcp_conn {
         char *resources_session; /* the session those files live in */
         bool closed;             /* mcp_conn_close(): nothing more runs */
         uint64_t batch_time_max_ms;
+        bool tools_list_changes; /* listChanged is declared (mcp_conn_options) */
 };
 
 /* Why a request failed, as a JSON-RPC error. */

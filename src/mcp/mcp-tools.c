@@ -78,6 +78,23 @@ static json_t *structured_execution(json_t *exec)
         return copy;
 }
 
+/* An internal tool's result as its server sent it: the content and structuredContent pass
+ * through (an MCP client checks structuredContent against the tool's outputSchema). NULL when
+ * res is not one (airlock's own tool, or a result cut at the server's limit: then text). */
+static json_t *internal_result(const struct tool_result *res)
+{
+        json_t *content = json_object_get(res->execution, "content");
+        json_t *structured = json_object_get(res->execution, "structuredContent");
+        json_t *out;
+
+        if (!json_object_get(res->execution, "server") || !json_is_array(content))
+                return NULL;
+        out = json_pack("{s:O, s:b}", "content", content, "isError", res->is_error);
+        if (out && structured)
+                json_object_set(out, "structuredContent", structured);
+        return out;
+}
+
 static int result_to_mcp(struct mcp_conn *c, const char *tool, struct tool_result *res,
                          json_t **ret_result)
 {
@@ -92,6 +109,11 @@ static int result_to_mcp(struct mcp_conn *c, const char *tool, struct tool_resul
         modern = strcmp(version, "2025-06-18") >= 0;
         if (!content)
                 return -ENOMEM;
+        result = internal_result(res);
+        if (result) {
+                *ret_result = TAKE_PTR(result);
+                return 0;
+        }
         if (json_array_append_new(
                     content, json_pack("{s:s, s:s}", "type", "text", "text",
                                        res->text && *res->text ? res->text : "(no output)")) < 0)

@@ -76,6 +76,7 @@ int mcp_conn_new(const struct mcp_conn_options *opts, struct mcp_conn **ret_conn
         (void) pthread_mutex_init(&c->lock, NULL);
         c->batch_time_max_ms =
                 opts->batch_time_max_ms ? opts->batch_time_max_ms : MCP_BATCH_TIME_MAX_MS;
+        c->tools_list_changes = opts->tools_list_changes && opts->hub;
         c->name = strdup(opts->name ? opts->name : "mcp");
         c->resources = json_object();
         if (!c->name || !c->resources) {
@@ -168,14 +169,14 @@ static int method_initialize(struct mcp_conn *c, const struct mcp_request *req, 
                  json_is_string(json_object_get(info, "name"))
                          ? json_string_value(json_object_get(info, "name"))
                          : "?");
-        /* Capabilities as they are: tools and resources, neither of which ever changes its
-         * list on its own (no listChanged) nor supports subscriptions. */
-        *ret_result =
-                json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}",
-                          "protocolVersion", version, "capabilities", "tools", "listChanged", false,
-                          "resources", "subscribe", false, "listChanged", false, "serverInfo",
-                          "name", "airlock", "title", "airlock code interpreter", "version",
-                          AIRLOCK_VERSION, "instructions", instructions);
+        /* Capabilities as they are: the tools change only with internal tools, and only a
+         * transport that can tell (stdio) says so; resources support no subscriptions. */
+        *ret_result = json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}",
+                                "protocolVersion", version, "capabilities", "tools", "listChanged",
+                                c->tools_list_changes, "resources", "subscribe", false,
+                                "listChanged", false, "serverInfo", "name", "airlock", "title",
+                                "airlock code interpreter", "version", AIRLOCK_VERSION,
+                                "instructions", instructions);
         return *ret_result ? 0 : -ENOMEM;
 }
 

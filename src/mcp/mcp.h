@@ -51,6 +51,9 @@ struct mcp_conn_options {
         uint64_t batch_time_max_ms;    /* 0: MCP_BATCH_TIME_MAX_MS */
         struct hub *hub;               /* internal tools offered beside airlock's (borrowed;
                                         * NULL = none) */
+        bool tools_list_changes;       /* the transport sends notifications/tools/list_changed
+                                        * when hub's tools change (stdio): declared at
+                                        * initialize as tools.listChanged */
 };
 
 /* Creates the state of one MCP connection. No sandbox session exists until a tool needs one.

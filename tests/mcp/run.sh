@@ -84,4 +84,4 @@ AIRLOCK_TOKEN=$(cat "$tmp/state/token")
 export AIRLOCK_TOKEN
 export AIRLOCK_PROXY_PORT=$proxy_port
 
-node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs
+node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs internal-tools.test.mjs
