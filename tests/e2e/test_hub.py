@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+import requests
 
 from airlock_daemon import free_port
 from fake_llm import FakeLLM, answer, last_tool, tool_call
@@ -280,6 +281,16 @@ def test_list_changed_refreshes_the_tools_over_stdio(hub, mcp, work):
     assert hub.server("paged")["restarts"] == 0, "refreshed without a restart"
 
 
+def test_list_changed_on_an_event_stream_answer(hub, mcp):
+    r = call(mcp, hub.name_of("websse", "echo"), {"text": "over sse"})
+    assert r["content"] == [{"type": "text", "text": "over sse"}]
+    hub.wait(lambda ls: any(t["server"] == "websse" and t["tool"] == "late_tool"
+                            for t in ls["internal"]), "late_tool of websse", timeout=15)
+    assert text_of(call(mcp, hub.name_of("websse", "late_tool"))) == "late_tool answers"
+    sc = call(mcp, hub.name_of("websse", "structured"))["structuredContent"]
+    assert sc["user"]["address"] == {"city": "Lyon", "zip": "69001"}
+
+
 def test_list_changed_on_the_notification_stream(hub, mcp, work):
     """The fixture answering JSON says list_changed on the session's GET stream; the hub lists
     again, and allowed_tools still holds for the tool that came."""
@@ -304,6 +315,21 @@ def test_mcp_lists_internal_tools(hub, mcp):
     assert add["outputSchema"]["required"] == ["sum"]
     assert tools[hub.name_of("main", "echo")]["annotations"]["readOnlyHint"] is True
     assert set(OWN_TOOLS) <= set(tools)
+
+
+def test_call_returns_content_and_structured_content(hub, mcp):
+    r = call(mcp, hub.name_of("main", "add"), {"a": 2, "b": 3.5})
+    assert r["isError"] is False
+    assert r["structuredContent"] == {"sum": 5.5}
+    assert r["content"] == [{"type": "text", "text": '{"sum":5.5}'}]
+    r = call(mcp, hub.name_of("main", "structured"))
+    assert r["structuredContent"]["user"] == {"id": "u1", "name": "Ada",
+                                              "tags": ["admin", "beta"],
+                                              "address": {"city": "Lyon", "zip": "69001"}}
+    assert r["structuredContent"]["scores"] == [1.5, 2, -3]
+    assert json.loads(text_of(r)) == r["structuredContent"]
+    r = call(mcp, hub.name_of("web", "add"), {"a": 1, "b": 1})
+    assert r["structuredContent"] == {"sum": 2}, "over HTTP too"
 
 
 def test_image_content(hub, mcp):
@@ -383,6 +409,14 @@ def test_arguments_failing_the_schema_never_reach_the_server(hub, mcp, work, arg
     assert state_lines(work / "main.state").count("tools/call strict") == before
 
 
+def test_arguments_passing_the_schema_reach_the_server(hub, mcp, work):
+    before = state_lines(work / "main.state").count("tools/call strict")
+    args = {"n": 3, "mode": "b", "tags": ["x"]}
+    r = call(mcp, hub.name_of("main", "strict"), args)
+    assert r["isError"] is False and r["structuredContent"] == args
+    assert state_lines(work / "main.state").count("tools/call strict") == before + 1
+
+
 # ---- the chat gateway and the CLI -----------------------------------------------------------
 
 def test_gateway_offers_and_routes_internal_tools(hub, upstream, work):
@@ -460,6 +494,17 @@ def test_cli_tools_with_a_config(tmp_path):
 
 # ---- security -------------------------------------------------------------------------------
 
+def test_stdio_server_environment_holds_nothing_of_the_daemons(hub, mcp):
+    r = call(mcp, hub.name_of("main", "needs_env"))
+    assert r["structuredContent"] == {"fixture_secret": SECRET, "llm_api_key_visible": False,
+                                      "airlock_vars": []}
+    with open(f"/proc/{hub.server('main')['pid']}/environ", "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    assert env[b"FIXTURE_SECRET"] == SECRET.encode()
+    assert not [k for k in env if k.startswith(b"AIRLOCK_")]
+    assert not [k for k, v in env.items() if LLM_KEY.encode() in v or TOKEN.encode() in v]
+
+
 @needs_npm
 def test_everything_server_environment(hub, mcp):
     r = call(mcp, hub.name_of("everything", "get-env"))
@@ -468,3 +513,47 @@ def test_everything_server_environment(hub, mcp):
     assert not [k for k in env if k.startswith("AIRLOCK_")], sorted(env)
     assert "OPENAI_API_KEY" not in env and LLM_KEY not in text_of(r) and TOKEN not in text_of(r)
 
+
+# ---- streamable HTTP ----------------------------------------------------------------------
+
+def test_config_headers_reach_the_http_server(hub, mcp, web, work):
+    r = call(mcp, hub.name_of("web", "pid"))
+    assert r["structuredContent"] == {"pid": web.proc.pid}
+    assert "tools/call pid" in state_lines(work / "web.state")
+    # The fixture does refuse a request without the header (what web_nokey is told).
+    s = requests.Session()
+    s.trust_env = False
+    refused = s.post(web.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                     headers={"Accept": "application/json, text/event-stream"}, timeout=10)
+    assert refused.status_code == 401
+    assert hub.server("web_nokey")["state"] == "unavailable"
+
+
+# ---- the npm reference servers ------------------------------------------------------------
+
+@needs_npm
+def test_everything_server_through_mcp(hub, mcp):
+    tools = hub.tools_of("everything")
+    assert set(tools) == {"echo", "get-sum", "get-structured-content", "get-tiny-image",
+                          "get-env"}
+    assert all(t["available"] for t in tools.values())
+    assert text_of(call(mcp, hub.name_of("everything", "echo"), {"message": "hello"})) == \
+        "Echo: hello"
+    r = call(mcp, hub.name_of("everything", "get-sum"), {"a": 2, "b": 40})
+    assert "42" in text_of(r) and r["isError"] is False, r
+    r = call(mcp, hub.name_of("everything", "get-structured-content"), {"location": "Chicago"})
+    assert {"temperature", "conditions", "humidity"} <= set(r["structuredContent"]), r
+    r = call(mcp, hub.name_of("everything", "get-tiny-image"))
+    images = [c for c in r["content"] if c["type"] == "image"]
+    assert images and images[0]["mimeType"] == "image/png"
+    assert base64.b64decode(images[0]["data"]).startswith(b"\x89PNG")
+
+
+@needs_npm
+def test_memory_server_through_mcp(hub, mcp, work):
+    entity = {"name": "airlock", "entityType": "project", "observations": ["runs code"]}
+    r = call(mcp, hub.name_of("memory", "create_entities"), {"entities": [entity]})
+    assert r["isError"] is False, r
+    r = call(mcp, hub.name_of("memory", "read_graph"))
+    assert entity in r["structuredContent"]["entities"], r
+    assert '"airlock"' in (work / "memory.jsonl").read_text()
