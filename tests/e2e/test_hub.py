@@ -529,6 +529,20 @@ def test_config_headers_reach_the_http_server(hub, mcp, web, work):
     assert hub.server("web_nokey")["state"] == "unavailable"
 
 
+def test_http_server_restarted_on_the_same_port_is_reconnected(hub, mcp, web):
+    before = hub.server("web")
+    assert before["state"] == "ready"
+    old_pid = web.proc.pid
+    web.stop()
+    web.start()
+    # No call is made: the hub notices on its own (its notification stream) and reconnects.
+    hub.wait_state("web", "ready", timeout=20,
+                   pred=lambda s: s["restarts"] > before["restarts"])
+    r = call(mcp, hub.name_of("web", "pid"))
+    assert r["isError"] is False, r
+    assert r["structuredContent"] == {"pid": web.proc.pid} != {"pid": old_pid}
+
+
 # ---- the npm reference servers ------------------------------------------------------------
 
 @needs_npm
