@@ -283,7 +283,9 @@ class Server:
     """The transport-independent part: initialize, ping, tools/list (optionally paginated),
     tools/call, logging/setLevel, notifications/cancelled. methods and notifications map a
     method name to handler(params, call) / handler(params, session); a server may replace or
-    wrap them. on_message(msg, session) is called for every message received."""
+    wrap them. on_message(msg, session) is called for every message received. Over HTTP,
+    http_check(headers), when set, sees every request's headers first and returns None to let
+    it through or a message to refuse it with 401 (an API key check)."""
 
     def __init__(self, name, version, *, title=None, instructions=None, page_size=None,
                  logging=False):
@@ -294,6 +296,7 @@ class Server:
         self.page_size = page_size
         self.logging = logging
         self.on_message = None
+        self.http_check = None
         self._tools = {}
         self._sessions = {}
         self._inflight = {}
@@ -666,6 +669,11 @@ class _Handler(BaseHTTPRequestHandler):
         origin = self.headers.get("Origin")
         if origin is not None and urlsplit(origin).hostname not in LOOPBACK_NAMES:
             self._refuse(403, f"Origin '{origin}' is not allowed: only loopback pages are")
+            return False
+        check = self.server.mcp.http_check
+        refusal = check(self.headers) if check else None
+        if refusal:
+            self._refuse(401, refusal, [("WWW-Authenticate", "Bearer")])
             return False
         return True
 

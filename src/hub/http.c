@@ -456,22 +456,41 @@ static int http_notify(struct conn *base, const char *method, json_t *params)
 }
 
 /* The GET stream: what the server says on its own. A server without one answers 405; one that
- * drops it is asked again after a second, while the connection lives. */
+ * drops it is asked again after a second, while the connection lives. When asking again finds
+ * the server gone, or restarted (it no longer knows our session: 404), the connection is
+ * closed at once, so that the hub reconnects now rather than fail the next call. */
 static void *listener_main(void *userdata)
 {
         struct http_conn *c = userdata;
+        bool streamed = false;
 
         while (!atomic_load(&c->stop) && !is_closed(c)) {
                 struct exchange x = { .c = c, .sse = true, .stop = &c->stop };
                 CURLcode code = CURLE_OK;
                 long status = perform(c, NULL, 0, &x, &code, NULL);
+                char why[256];
 
                 exchange_done(&x);
+                if (atomic_load(&c->stop))
+                        break;
+                /* Only once a stream was open: a server that never had one (and answers 404
+                 * where the spec says 405) must not be reconnected forever. */
+                if (status == 404 && streamed) {
+                        mark_closed(c, "the server no longer knows our MCP session (HTTP 404)");
+                        break;
+                }
+                if (status == 0 && code == CURLE_COULDNT_CONNECT) {
+                        (void) snprintf(why, sizeof(why), "cannot reach %s: %s", c->url,
+                                        curl_easy_strerror(code));
+                        mark_closed(c, why);
+                        break;
+                }
                 if (status != 200) {
                         log_debug("mcp_server=%s msg=\"no notification stream (HTTP %ld)\"",
                                   c->name, status);
                         break;
                 }
+                streamed = true;
                 for (int i = 0; i < 10 && !atomic_load(&c->stop); i++)
                         (void) usleep(100000);
         }

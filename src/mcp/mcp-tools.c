@@ -78,21 +78,26 @@ static json_t *structured_execution(json_t *exec)
         return copy;
 }
 
-/* An internal tool's result as its server sent it: the content and structuredContent pass
- * through (an MCP client checks structuredContent against the tool's outputSchema). NULL when
- * res is not one (airlock's own tool, or a result cut at the server's limit: then text). */
-static json_t *internal_result(const struct tool_result *res)
+/* An internal tool's result as its server sent it: the content blocks and structuredContent
+ * (a tool that declares an outputSchema must return it, or MCP clients refuse the result).
+ * Not when the hub cut the result (it has no content then: the text says what was cut), nor
+ * for a client of a revision before 2025-06-18, which knows neither resource_link nor
+ * structuredContent. Returns 1 when *ret_result was made, 0 to build it from the text. */
+static int internal_result_to_mcp(const struct tool_result *res, bool modern, json_t **ret_result)
 {
         json_t *content = json_object_get(res->execution, "content");
-        json_t *structured = json_object_get(res->execution, "structuredContent");
-        json_t *out;
+        json_t *sc = json_object_get(res->execution, "structuredContent");
+        json_t *result;
 
-        if (!json_object_get(res->execution, "server") || !json_is_array(content))
-                return NULL;
-        out = json_pack("{s:O, s:b}", "content", content, "isError", res->is_error);
-        if (out && structured)
-                json_object_set(out, "structuredContent", structured);
-        return out;
+        if (!modern || !json_is_array(content))
+                return 0;
+        result = json_pack("{s:O, s:b}", "content", content, "isError", res->is_error);
+        if (!result || (sc && json_object_set(result, "structuredContent", sc) < 0)) {
+                json_decref(result);
+                return -ENOMEM;
+        }
+        *ret_result = result;
+        return 1;
 }
 
 static int result_to_mcp(struct mcp_conn *c, const char *tool, struct tool_result *res,
@@ -109,10 +114,10 @@ static int result_to_mcp(struct mcp_conn *c, const char *tool, struct tool_resul
         modern = strcmp(version, "2025-06-18") >= 0;
         if (!content)
                 return -ENOMEM;
-        result = internal_result(res);
-        if (result) {
-                *ret_result = TAKE_PTR(result);
-                return 0;
+        if (!tools_find(tool)) {
+                int r = internal_result_to_mcp(res, modern, ret_result);
+                if (r != 0)
+                        return r < 0 ? r : 0;
         }
         if (json_array_append_new(
                     content, json_pack("{s:s, s:s}", "type", "text", "text",

@@ -18,6 +18,9 @@ Flags:
                             always there, as in @modelcontextprotocol/server-everything
   --state-file PATH         append one line per message received: its method, and for
                             tools/call the tool's name after a space ("tools/call echo")
+  --require-header "NAME: VALUE"
+                            HTTP: refuse every request without this header and value
+                            with 401 (an API key the client's config must send)
 
 Tools: echo(text), add(a, b), slow(seconds), crash() (exits 4 mid-call), big(bytes),
 fail(message), rpc_error(), image(), structured(), strict(n, mode, tags), needs_env(), pid().
@@ -203,6 +206,13 @@ def _positive(text):
     return int(text)
 
 
+def _header(text):
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"'{text}' is not 'NAME: VALUE'")
+    return name.strip(), value.strip()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\nFlags:")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -223,6 +233,8 @@ def main(argv=None):
                         help="also expose a tool named run_python")
     parser.add_argument("--state-file", metavar="PATH",
                         help="append one line per received method to PATH")
+    parser.add_argument("--require-header", metavar="'NAME: VALUE'", type=_header,
+                        help="HTTP: answer 401 to requests without this header")
     args = parser.parse_args(argv)
     if args.die_on_start:
         log("fixture", f"--die-on-start: exiting {EXIT_DIE_ON_START} before serving")
@@ -238,6 +250,12 @@ def main(argv=None):
         tools = [late.wrap(t) for t in tools]
     for tool in tools:
         server.add_tool(tool)
+    if args.require_header:
+        if not args.http:
+            parser.error("--require-header is an HTTP behaviour: give --http HOST:PORT too")
+        name, value = args.require_header
+        server.http_check = lambda headers: None if headers.get(name) == value else \
+            f"missing or wrong {name} header"
     if args.state_file:
         server.on_message = StateFile(args.state_file).record
     if args.hang_initialize:
