@@ -29,6 +29,10 @@ int cmd_tools(int argc, char **argv);
 struct hub;
 int cli_hub_start(const char *prog, const char *path, struct hub **ret_hub);
 
+/* Only reads and checks the file, so that a command refuses a bad one before it does any
+ * other work. Same messages and returns as cli_hub_start(). */
+int cli_hub_check(const char *prog, const char *path);
+
 /* Waits (up to 30 s) for the hub's servers to finish starting, so that a model's first
  * request sees their tools; warns about the ones still starting. Accepts NULL. */
 void cli_hub_wait(struct hub *h);

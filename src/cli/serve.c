@@ -453,7 +453,7 @@ int cmd_serve(int argc, char **argv)
         bool created = false;
         int r, sig = 0, status = EXIT_USAGE;
 
-        if (parse_args(argc, argv, &a) < 0)
+        if (parse_args(argc, argv, &a) < 0 || cli_hub_check("serve", a.mcp_config) < 0)
                 return EXIT_USAGE;
         if (chat_config_resolve(a.llm_base_url, a.llm_model, a.llm_api_key, &chat) < 0)
                 return EXIT_USAGE;

@@ -21,6 +21,30 @@
  * first start before going on without the slow ones. */
 #define START_WAIT_MS 30000
 
+/* The mcpServers file of --mcp-config, else of AIRLOCK_MCP_CONFIG; NULL for none. */
+static const char *config_path(const char *path)
+{
+        if (!path)
+                path = getenv("AIRLOCK_MCP_CONFIG");
+        return path && *path ? path : NULL;
+}
+
+int cli_hub_check(const char *prog, const char *path)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_config *cfg = NULL;
+        int r;
+
+        path = config_path(path);
+        if (!path)
+                return 0;
+        r = hub_config_load(path, &cfg, &err);
+        if (r < 0)
+                fprintf(stderr, "airlock %s: --mcp-config: %s\n", prog, err.msg);
+        hub_config_free(cfg);
+        return r;
+}
+
 int cli_hub_start(const char *prog, const char *path, struct hub **ret_hub)
 {
         struct airlock_error err = { { 0 } };
@@ -31,9 +55,8 @@ int cli_hub_start(const char *prog, const char *path, struct hub **ret_hub)
         int r;
 
         *ret_hub = NULL;
+        path = config_path(path);
         if (!path)
-                path = getenv("AIRLOCK_MCP_CONFIG");
-        if (!path || !*path)
                 return 0;
         r = hub_config_load(path, &cfg, &err);
         if (r < 0) {
