@@ -844,10 +844,15 @@ static int ctl_send(struct sandbox *sb, json_t *frame, uint64_t deadline_ns)
         return 0;
 }
 
+/* Code Mode in one cell. limits.tool_calls caps the tool calls a cell asks for (every one,
+ * refused ones too, so that a flood of bad calls meets it as well); the tool list, which
+ * airlock_tools asks once per cell, has a cap of the same size of its own, so that it does not
+ * eat into the calls. */
 struct tool_counts {
-        unsigned requests; /* every Code Mode frame of the cell, for the cap */
-        unsigned calls;    /* tool calls, for usage */
-        uint64_t ns;       /* time spent answering them */
+        unsigned asked; /* tool_call frames, for the cap */
+        unsigned lists; /* tool_list frames, for theirs */
+        unsigned calls; /* calls that went to the policy and the server, for usage */
+        uint64_t ns;    /* time spent answering them */
 };
 
 static json_t *tool_error(const char *kind, const char *fmt, ...)
@@ -865,10 +870,11 @@ static json_t *tool_error(const char *kind, const char *fmt, ...)
 }
 
 /* Answers one Code Mode frame of the running cell (a list or a call), within the cell's
- * deadline. A reply the runner does not take in time leaves the channel out of step: the
- * sandbox is killed. */
-static void answer_tool(struct sandbox *sb, const struct exec_request *req, json_t *frame,
-                        uint64_t deadline_ns, struct tool_counts *tc)
+ * deadline. Returns 0, or -errno when the runner did not take the reply in time: the channel is
+ * out of step then (the runner waits for one reply at a time, so only frames written by user
+ * code leave replies unread), and the sandbox has been killed. */
+static int answer_tool(struct sandbox *sb, const struct exec_request *req, json_t *frame,
+                       uint64_t deadline_ns, struct tool_counts *tc)
 {
         const struct exec_tools *t = req->tools;
         const char *op = json_string_value(json_object_get(frame, "op"));
@@ -877,27 +883,34 @@ static void answer_tool(struct sandbox *sb, const struct exec_request *req, json
         unsigned max_calls = t && t->max_calls ? t->max_calls : EXEC_TOOLS_MAX_CALLS;
         size_t max_bytes =
                 t && t->max_request_bytes ? t->max_request_bytes : EXEC_TOOLS_REQUEST_MAX;
+        bool is_list = strcmp(op, "tool_list") == 0;
+        unsigned asked = is_list ? ++tc->lists : ++tc->asked;
         uint64_t t0 = now_ns();
         json_t *reply = NULL;
         int r;
 
-        tc->requests++;
         if (!t)
                 reply = tool_error("disabled",
                                    "Code Mode is off in this session: its code may call no tool "
                                    "(the daemon needs MCP servers, --mcp-config, and the session "
                                    "or its profile a code_tools list; docs/TOOLS.md)");
-        else if (tc->requests > max_calls)
+        else if (asked > max_calls && is_list)
                 reply = tool_error("limit",
-                                   "this cell made more than %u tool requests, the limit per "
-                                   "cell; run the rest in another cell",
+                                   "this cell asked for the tool list more than %u times, the "
+                                   "limit per cell",
+                                   max_calls);
+        else if (asked > max_calls)
+                reply = tool_error("limit",
+                                   "this cell made more than %u tool calls, the limit per cell "
+                                   "(limits.tool_calls of its profile); make the rest in another "
+                                   "cell",
                                    max_calls);
         else if (sb->last_frame_len > max_bytes)
                 reply = tool_error("too_large",
                                    "the tool call is %zu bytes, over the limit of %zu bytes per "
                                    "call",
                                    sb->last_frame_len, max_bytes);
-        else if (strcmp(op, "tool_list") == 0) {
+        else if (is_list) {
                 json_t *list = t->list(t->userdata);
                 reply = list ? json_pack("{s:o}", "ok", list) : NULL;
         } else if (!name || !*name || strlen(name) > 128)
@@ -933,6 +946,7 @@ static void answer_tool(struct sandbox *sb, const struct exec_request *req, json
                          (int) sandbox_pid(sb), strerror(-r));
                 kill_internal(sb);
         }
+        return r;
 }
 
 int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
@@ -948,7 +962,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         json_t *frame = NULL, *error = NULL, *result;
         enum drive_outcome o;
         uint64_t t0, wall_ns, deadline;
-        bool interrupted = false;
+        bool interrupted = false, reply_lost = false;
         int exit_code = 0, r;
         double cpu_ms = 0;
         uint64_t peak = 0;
@@ -976,9 +990,16 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         for (;;) {
                 o = drive(sb, deadline, &cap, req->sink, &frame);
                 if (o == DRIVE_TOOL) {
-                        answer_tool(sb, req, frame, deadline, &tc);
+                        r = answer_tool(sb, req, frame, deadline, &tc);
                         json_decref(frame);
                         frame = NULL;
+                        if (r < 0) {
+                                /* Nothing more is answered: the frames still queued are the
+                                 * flood that broke the channel. */
+                                reply_lost = true;
+                                o = DRIVE_PROTOCOL;
+                                break;
+                        }
                         continue;
                 }
                 if (o != DRIVE_TIMEOUT && o != DRIVE_OUTPUT_LIMIT)
@@ -1050,6 +1071,13 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 status = why == STOP_TIMEOUT ? "timeout" : "output_limit";
                 exit_code = why == STOP_TIMEOUT ? 124 : 125;
                 error = stop_error(sb, req, why, timeout_ms, &cap, o == DRIVE_PROTOCOL);
+        } else if (reply_lost) {
+                status = "killed";
+                exit_code = 137;
+                error = error_object("RunnerError",
+                                     "the cell did not take airlock's reply to a tool request "
+                                     "(code that writes Code Mode requests of its own on fd 3 "
+                                     "leaves replies nobody reads); the sandbox was killed");
         }
 
         if (o == DRIVE_EXITED || o == DRIVE_PROTOCOL) {

@@ -34,7 +34,10 @@ POST /execute {code, language, profile, timeout}, adapting the answer to the sam
                 field); profile files made by custom_profile() are found by name through
                 AIRLOCK_PROFILES_DIR
 What only the CLI has (--input/--output, other CLI arguments, the terminal of run_on_pty)
-skips with the reason. After each test the guard also checks the daemon: alive and healthy,
+skips with the reason. The daemon also serves internal tools (--mcp-config) from the MCP test
+fixture (tests/e2e/mcp_fixture.py, as server "fx", with --name-clash), so that Code Mode's
+attacks (test_x_codemode_*.py) have tools to aim at: codemode_session() makes a session whose
+code may call them, and serves_others() checks that the daemon still answers everyone else. After each test the guard also checks the daemon: alive and healthy,
 no live session left, and every session the test made gone with its cgroups and processes;
 at the end the daemon must stop on SIGTERM with status 0 and leave nothing behind.
 """
@@ -456,6 +459,19 @@ def sha256_file(path):
 DAEMON = None                       # the session's airlock_daemon.Daemon, once started
 DAEMON_DIR = SESSION_DIR / "daemon"
 PROFILES_DIR = SESSION_DIR / "profiles"
+MCP_FIXTURE = REPO / "tests" / "e2e" / "mcp_fixture.py"
+# Every message the daemon's MCP fixture receives, one line each ("tools/call echo"): what
+# reached the tool server, whatever the sandbox was told.
+MCP_FIXTURE_LOG = SESSION_DIR / "mcp-fixture-messages.txt"
+
+
+def _mcp_config():
+    import sys
+    path = SESSION_DIR / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"fx": {
+        "command": sys.executable,
+        "args": [str(MCP_FIXTURE), "--name-clash", "--state-file", str(MCP_FIXTURE_LOG)]}}}))
+    return path
 
 
 def _daemon_module():
@@ -475,7 +491,8 @@ def daemon():
         ad = _daemon_module()
         PROFILES_DIR.mkdir(exist_ok=True)
         DAEMON_DIR.mkdir(exist_ok=True)
-        d = ad.Daemon(binary=AIRLOCK_BIN, workdir=DAEMON_DIR, args=["--pool-size", "1"],
+        d = ad.Daemon(binary=AIRLOCK_BIN, workdir=DAEMON_DIR,
+                      args=["--pool-size", "1", "--mcp-config", str(_mcp_config())],
                       env=cli_env({"AIRLOCK_PROFILES_DIR": str(PROFILES_DIR)}),
                       token_env=SECRET_ENV["AIRLOCK_TOKEN"])
         try:
@@ -575,6 +592,67 @@ def run_via_daemon(code, *, profile, language, timeout, extra_args, memory, inpu
     if check_json and res.json is None:
         pytest.fail(f"the daemon gave no execution object\n{res.describe()}")
     return res
+
+
+def require_daemon(why):
+    """Skips, saying why, unless the suite runs through the daemon."""
+    if not VIA_DAEMON:
+        pytest.skip(f"daemon-only: {why}; run with AIRLOCK_HOSTILE_VIA=daemon")
+    return daemon()
+
+
+class CodeModeSession:
+    """A session of the suite's daemon whose code may call the fixture's tools (Code Mode), for
+    one test: exec() runs a cell, and the session is deleted on the way out."""
+
+    def __init__(self, code_tools, **body):
+        self.d = require_daemon("Code Mode needs a daemon with internal tools (--mcp-config)")
+        r = self.d.post("/v1/sessions", json={"code_tools": list(code_tools), **body},
+                        timeout=60)
+        assert r.status_code == 201, self.d.why(r)
+        self.id = r.json()["id"]
+
+    def exec(self, code, timeout=20):
+        r = self.d.post(f"/v1/sessions/{self.id}/execute",
+                        json={"code": code, "timeout_s": timeout}, timeout=timeout + 60)
+        assert r.status_code == 200, self.d.why(r)
+        return r.json()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.d.delete_session(self.id)
+
+
+def codemode_session(code_tools=("*",), **body):
+    return CodeModeSession(code_tools, **body)
+
+
+def mcp_fixture_calls():
+    """The tools/call lines the daemon's MCP fixture received so far."""
+    try:
+        lines = MCP_FIXTURE_LOG.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [ln for ln in lines if ln.startswith("tools/call")]
+
+
+def serves_others(d):
+    """Asserts that the daemon is healthy and that a new session, of its own, still runs code
+    and calls a tool."""
+    r = d.get("/healthz", timeout=10)
+    assert r.status_code == 200, d.why(r)
+    r = d.post("/v1/sessions", json={"code_tools": ["echo"]}, timeout=60)
+    assert r.status_code == 201, d.why(r)
+    sid = r.json()["id"]
+    try:
+        res = d.execute(sid, "import airlock_tools\nprint(6 * 7)\nairlock_tools.echo('still here')",
+                        timeout_s=20)
+        assert res["status"] == "ok", res
+        assert res["stdout"] == "42\n" and res["result"] == "'still here'", res
+    finally:
+        d.delete_session(sid)
 
 
 def daemon_problems_after(offset, live_before):
