@@ -18,6 +18,14 @@
 /* Largest frame either side sends: code, results and base64 images fit well inside. */
 #define WIRE_FRAME_MAX (64u * 1024u * 1024u)
 
+/* Code Mode (`import airlock_tools`): during an exec the runner may send
+ *   {"op":"tool_list"|"tool_call", "id": the exec's id, "call": n, "name"?, "arguments"?}
+ * and waits for {"op":"tool_reply", "id", "call": n, "ok": data | "error": "...", "kind"}
+ * before anything else. Largest tool request either side accepts: the runner refuses a larger
+ * one itself (the daemon reads a frame past its result budget as a result that was too large,
+ * and ends the sandbox), the daemon refuses one over its own limit, which is at most this. */
+#define WIRE_TOOL_REQUEST_MAX (1024u * 1024u)
+
 /* Serialises obj and writes one frame. Returns 0, -E2BIG if larger than WIRE_FRAME_MAX, or
  * -errno. Borrowed: obj stays the caller's. */
 int wire_send(int fd, const json_t *obj);

@@ -80,7 +80,8 @@ static PyObject *channel_request(PyObject *self, PyObject *arg)
 {
         _cleanup_json_ json_t *req = NULL, *reply = NULL;
         _cleanup_free_ char *out = NULL;
-        const char *text;
+        const char *text, *op;
+        json_error_t jerr;
         Py_ssize_t len;
         long long seq;
         int r = 0;
@@ -89,9 +90,26 @@ static PyObject *channel_request(PyObject *self, PyObject *arg)
         text = PyUnicode_AsUTF8AndSize(arg, &len);
         if (!text)
                 return NULL;
-        req = json_loadb(text, (size_t) len, 0, NULL);
+        req = json_loadb(text, (size_t) len, 0, &jerr);
+        if (!req && json_error_code(&jerr) == json_error_null_character) {
+                /* The daemon reads no string with a NUL in it (a frame with one would end the
+                 * sandbox as a corrupted channel): refused here, with the reason. */
+                PyErr_SetString(PyExc_ValueError,
+                                "a tool request cannot carry a NUL character (\\u0000)");
+                return NULL;
+        }
         if (!json_is_object(req)) {
                 PyErr_SetString(PyExc_ValueError, "a tool request is a JSON object");
+                return NULL;
+        }
+        /* The frame goes up with the live exec's id, which the daemon takes as its answer when
+         * the op is not a tool request: a "result" or "fatal" sent this way would end the cell
+         * in the daemon while the runner still waits here for a tool reply, and then swallow
+         * the next cell's request. */
+        op = json_string_value(json_object_get(req, "op"));
+        if (!op || (strcmp(op, "tool_call") != 0 && strcmp(op, "tool_list") != 0)) {
+                PyErr_SetString(PyExc_ValueError,
+                                "a tool request's \"op\" is \"tool_call\" or \"tool_list\"");
                 return NULL;
         }
         if (atomic_load(&cell_running) && getpid() != cell_pid) {
@@ -99,6 +117,19 @@ static PyObject *channel_request(PyObject *self, PyObject *arg)
                                 "airlock_tools can only be called from the cell's own process, "
                                 "not from a subprocess");
                 return NULL;
+        }
+        /* A request past the limit is not sent (one past the daemon's result budget would end
+         * the sandbox): the too_large reply the daemon would give is made here. len counts
+         * Python's JSON, which jansson's compact text never exceeds but for the id and the
+         * call number; the daemon's own check covers those few bytes. */
+        if ((size_t) len > WIRE_TOOL_REQUEST_MAX) {
+                char msg[160];
+                (void) snprintf(msg, sizeof(msg),
+                                "the tool call is %zd bytes, over the limit of %u bytes per call",
+                                len, WIRE_TOOL_REQUEST_MAX);
+                reply = json_pack("{s:s, s:s}", "error", msg, "kind", "too_large");
+                out = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+                return out ? PyUnicode_FromString(out) : PyErr_NoMemory();
         }
         seq = ++call_seq;
         if (json_object_set_new(req, "id", json_string(cell_id)) < 0 ||

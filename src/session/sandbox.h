@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/error.h"
+#include "base/wire.h"
 #include "jail/jail.h"
 #include "profile/profile.h"
 
@@ -52,7 +53,7 @@ struct exec_tools {
 };
 
 #define EXEC_TOOLS_MAX_CALLS 1000u
-#define EXEC_TOOLS_REQUEST_MAX (1024u * 1024u)
+#define EXEC_TOOLS_REQUEST_MAX WIRE_TOOL_REQUEST_MAX
 
 struct exec_request {
         const char *language; /* "python" or "bash" */
