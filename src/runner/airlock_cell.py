@@ -1907,7 +1907,9 @@ ToolError.__module__ = "airlock_tools"
 
 
 def _json_default(o):
-    for method in ("item", "tolist"):  # numpy scalars and arrays, pandas values
+    # numpy arrays and scalars, pandas Series and values; tolist() first: an array's item()
+    # works only for an array of one element.
+    for method in ("tolist", "item"):
         f = getattr(o, method, None)
         if callable(f):
             return f()
@@ -1921,7 +1923,12 @@ def _json_default(o):
 def _tools_request(message):
     import json
 
-    text = json.dumps(message, default=_json_default, allow_nan=False)
+    try:
+        text = json.dumps(message, default=_json_default, allow_nan=False)
+    except ValueError as e:  # NaN or an infinity, a circular reference
+        why = "NaN and infinity are not numbers JSON can carry" \
+            if "Out of range float" in str(e) else str(e)
+        raise ValueError(f"the arguments of a tool call cannot be sent as JSON: {why}") from None
     reply = json.loads(_channel(text))
     if "error" in reply:
         raise ToolError(str(reply["error"]), tool=message.get("name"), kind=reply.get("kind"))
@@ -1958,6 +1965,8 @@ class _Tool:
     def __init__(self, info):
         import inspect
 
+        self._info = {k: info.get(k) for k in ("name", "python_name", "server", "description",
+                                                "inputSchema")}
         self._name = info.get("name")
         self.__name__ = self.__qualname__ = info.get("python_name") or self._name
         self.__module__ = "airlock_tools"
@@ -1989,6 +1998,13 @@ class _Tool:
         self.__doc__ = "\n".join(lines)
 
     def __call__(self, *args, **kwargs):
+        params = self.__signature__.parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            # Named first: bind() would only say that a required one is missing.
+            for key in kwargs:
+                if key not in params:
+                    raise TypeError(f"{self.__name__}() got an unexpected keyword argument "
+                                    f"'{key}'; its parameters: {', '.join(params) or 'none'}")
         bound = self.__signature__.bind(*args, **kwargs)
         arguments = {}
         for key, value in bound.arguments.items():
@@ -2001,14 +2017,19 @@ class _Tool:
     def __repr__(self):
         return f"<airlock tool {self.__name__}{self.__signature__}>"
 
-    def __reduce__(self):  # a saved session gets the tool back by name
-        return (_tool_by_name, (self._name,))
+    def __reduce__(self):
+        # A saved session gets the tool back as it was described (signature, help): a restore
+        # runs outside any cell, where the channel cannot be asked (and a failure would lose
+        # every variable). Whether the call is still allowed is the daemon's to say when it is
+        # made.
+        return (_Tool, (self._info,))
 
 
 def _tool_by_name(name):
-    """A tool back from a saved session. Resuming runs outside any cell, where nothing can be
-    asked of the daemon: the function takes any keyword arguments (the daemon still checks
-    them against the tool's schema); `airlock_tools.NAME` gives the described one again."""
+    """A tool back from a session saved before tools pickled their description. Resuming runs
+    outside any cell, where nothing can be asked of the daemon: the function takes any keyword
+    arguments (the daemon still checks them against the tool's schema); `airlock_tools.NAME`
+    gives the described one again."""
     return _Tool({"name": name, "python_name": name, "inputSchema": {"type": "object"}})
 
 

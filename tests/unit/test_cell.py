@@ -651,3 +651,77 @@ def test_import_is_light():
                          check=True)
     assert out.stdout.strip() == "[]"
 
+
+
+# --- Code Mode: airlock_tools (the channel replaced by a recorder) ---------------------------
+
+ECHO_INFO = {"name": "echo", "python_name": "echo", "server": "fx", "description": "Echo.",
+             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                             "required": ["text"]}}
+
+
+@pytest.fixture
+def channel(cell):
+    """cell with _channel recording each request and answering {"ok": "answer"}."""
+    sent = []
+
+    def fake(text):
+        sent.append(json.loads(text))
+        return json.dumps({"ok": "answer"})
+
+    cell._channel = fake
+    return sent
+
+
+def test_tool_arguments_from_numpy_and_dates_are_sent_as_json(cell, channel):
+    np = pytest.importorskip("numpy")
+    import datetime
+    assert cell._tools_call("t", n=np.int64(3), xs=np.array([1.5, 2.0]), flag=np.bool_(True),
+                            day=datetime.date(2025, 6, 30)) == "answer"
+    assert channel == [{"op": "tool_call", "name": "t",
+                        "arguments": {"n": 3, "xs": [1.5, 2.0], "flag": True,
+                                      "day": "2025-06-30"}}]
+
+
+@pytest.mark.parametrize("value, exc, fragment", [
+    (float("nan"), ValueError, "NaN and infinity"),
+    (float("-inf"), ValueError, "NaN and infinity"),
+    (object(), TypeError, "an argument of type object cannot be sent to a tool"),
+    ({1, 2}, TypeError, "type set"),
+])
+def test_tool_arguments_json_cannot_carry_are_refused_before_sending(cell, channel, value, exc,
+                                                                     fragment):
+    with pytest.raises(exc, match=fragment):
+        cell._tools_call("t", x=value)
+    circular = []
+    circular.append(circular)
+    with pytest.raises(ValueError, match="cannot be sent as JSON: Circular reference"):
+        cell._tools_call("t", x=circular)
+    assert channel == []
+
+
+def test_tool_function_names_an_unknown_keyword(cell, channel):
+    echo = cell._Tool(ECHO_INFO)
+    with pytest.raises(TypeError, match=r"echo\(\) got an unexpected keyword argument 'txt'; "
+                                        r"its parameters: text"):
+        echo(txt="x")
+    with pytest.raises(TypeError, match="missing a required argument: 'text'"):
+        echo()
+    assert echo("positional") == "answer"
+    assert channel == [{"op": "tool_call", "name": "echo", "arguments": {"text": "positional"}}]
+
+
+def test_tool_function_unpickles_without_the_channel(cell, monkeypatch):
+    """A stopped session's variables are loaded outside any cell, where the channel refuses."""
+    import pickle
+
+    def refuse(text):
+        raise RuntimeError("airlock_tools can only be called while a cell runs")
+
+    monkeypatch.setitem(sys.modules, cell.__name__, cell)  # pickle finds _Tool by module name
+    cell._channel = refuse
+    echo = pickle.loads(pickle.dumps(cell._Tool(ECHO_INFO)))
+    assert repr(echo) == "<airlock tool echo(text)>"
+    assert "Internal tool 'echo' of server 'fx'" in echo.__doc__
+    with pytest.raises(RuntimeError, match="while a cell runs"):
+        echo(text="x")
