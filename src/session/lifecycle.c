@@ -398,15 +398,23 @@ json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row)
 {
         json_t *info = json_object_get(row, "info");
         json_t *lost = json_object_get(json_object_get(info, "saved"), "lost_names");
+        json_t *code_tools = json_object_get(info, "code_tools");
+        json_t *approved = json_object_get(info, "approved_tools");
         const char *profile = json_string_value(json_object_get(row, "profile"));
         char created[32], used[32], stopped[32], del[32];
         json_int_t limit = 0;
         uint64_t stop_after = (uint64_t) json_integer_value(json_object_get(info, "stop_after_ms"));
+        json_t *tools = json_is_array(code_tools) ? json_incref(code_tools) : json_array();
 
         pthread_mutex_lock(&mgr->lock);
         for (unsigned i = 0; profile && i < mgr->n_profiles; i++)
-                if (strcmp(mgr->profiles[i]->profile->name, profile) == 0)
-                        limit = (json_int_t) mgr->profiles[i]->profile->limits.memory_bytes;
+                if (strcmp(mgr->profiles[i]->profile->name, profile) == 0) {
+                        const struct profile *p = mgr->profiles[i]->profile;
+                        limit = (json_int_t) p->limits.memory_bytes;
+                        /* Not saved: the session had its profile's (as a live one shows). */
+                        for (char **t = p->code_tools; !json_is_array(code_tools) && t && *t; t++)
+                                (void) json_array_append_new(tools, json_string(*t));
+                }
         pthread_mutex_unlock(&mgr->lock);
         session_format_time((time_t) json_integer_value(json_object_get(row, "created_at")),
                             created);
@@ -415,17 +423,18 @@ json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row)
         session_format_time((time_t) json_integer_value(json_object_get(row, "stopped_at")),
                             stopped);
         session_format_time((time_t) json_integer_value(json_object_get(row, "delete_at")), del);
-        return json_pack("{s:O, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:{s:f, s:I, "
-                         "s:I}}",
-                         "id", json_object_get(row, "id"), "profile", profile ? profile : "",
-                         "state", "stopped", "created_at", created, "last_used_at", used,
-                         "stop_after_s", (json_int_t) (stop_after / 1000), "idle_timeout_s",
-                         (json_int_t) (stop_after / 1000), "stopped_at", stopped, "delete_at", del,
-                         "execution_count",
-                         json_integer_value(json_object_get(info, "execution_count")), "lost_names",
-                         json_is_array(lost) ? json_incref(lost) : json_array(), "usage", "cpu_ms",
-                         json_number_value(json_object_get(info, "cpu_ms")), "peak_memory_bytes",
-                         (json_int_t) 0, "memory_limit_bytes", limit);
+        return json_pack(
+                "{s:O, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:{s:f, s:I, "
+                "s:I}, s:o, s:o}",
+                "id", json_object_get(row, "id"), "profile", profile ? profile : "", "state",
+                "stopped", "created_at", created, "last_used_at", used, "stop_after_s",
+                (json_int_t) (stop_after / 1000), "idle_timeout_s",
+                (json_int_t) (stop_after / 1000), "stopped_at", stopped, "delete_at", del,
+                "execution_count", json_integer_value(json_object_get(info, "execution_count")),
+                "lost_names", json_is_array(lost) ? json_incref(lost) : json_array(), "usage",
+                "cpu_ms", json_number_value(json_object_get(info, "cpu_ms")), "peak_memory_bytes",
+                (json_int_t) 0, "memory_limit_bytes", limit, "code_tools", tools, "approved_tools",
+                json_is_array(approved) ? json_incref(approved) : json_array());
 }
 
 int session_stop(struct session_manager *mgr, const char *id, json_t **ret_desc,
