@@ -188,12 +188,12 @@ static int parse_approval(const json_t *v, const char *origin, const char *where
                                                  "%s: %s.%s: unknown member (expected always, "
                                                  "never)",
                                                  origin, where, k);
-                (void) snprintf(sub, sizeof(sub), "%s.%s", where, k);
+                (void) snprintf(sub, sizeof(sub), "%.200s.%.20s", where, k);
                 if (!json_is_object(val) || json_object_size(val) != 1 || !names)
                         return airlock_error_set(err, -EINVAL,
                                                  "%s: %s: expected {\"tool_names\": [...]}", origin,
                                                  sub);
-                (void) snprintf(sub, sizeof(sub), "%s.%s.tool_names", where, k);
+                (void) snprintf(sub, sizeof(sub), "%.200s.%.20s.tool_names", where, k);
                 strv_free(*dst);
                 *dst = NULL;
                 r = parse_strings(names, origin, sub, dst, err);
@@ -295,9 +295,10 @@ static int parse_server(const char *name, const json_t *o, const char *origin,
                 } else if (strcmp(k, "startup_timeout_ms") == 0) {
                         r = parse_ms(v, origin, where, 600000, &s->startup_timeout_ms, err);
                 } else if (strcmp(k, "max_result_bytes") == 0) {
-                        uint64_t n;
+                        uint64_t n = 0;
                         r = parse_ms(v, origin, where, 64u * 1024u * 1024u, &n, err);
-                        s->max_result_bytes = (size_t) n;
+                        if (r == 0)
+                                s->max_result_bytes = (size_t) n;
                 } else if (strcmp(k, "disabled") == 0) {
                         if (!json_is_boolean(v))
                                 return airlock_error_set(err, -EINVAL,
