@@ -427,3 +427,48 @@ Test(openai, a_container_file_keeps_its_id, .init = store_setup, .fini = store_t
         json_decref(a);
         json_decref(b);
 }
+
+Test(openai, a_cells_files_are_registered_for_citations, .init = store_setup,
+     .fini = store_teardown)
+{
+        const char *cid = "cntr_0123456789abcdef01234567", *sid = "s-0123456789abcdef01234567";
+        struct openai_error e = {};
+        json_t *known, *files, *out = NULL, *again = NULL;
+
+        known = cfile_record(&oa, sid, "data.csv", "user", 50);
+        files = json_pack("[{s:s, s:i, s:s}, {s:s, s:i, s:s}, {s:s, s:s}, {s:s}]", "path",
+                          "plot.png", "size", 10, "change", "created", "path", "data.csv", "size",
+                          7, "change", "modified", "path", "old.txt", "change", "deleted", "path",
+                          "no-change.txt");
+        json_decref(cfile_record(&oa, sid, "old.txt", "assistant", 40));
+
+        cr_assert_eq(openai_container_files_register(&oa, cid, files, &out, &e), 0, "%s",
+                     e.message);
+        /* Created and modified files, in order; the deleted and the malformed are not. */
+        cr_assert_eq(json_array_size(out), 2);
+        cr_expect_str_eq(json_string_value(json_object_get(json_array_get(out, 0), "path")),
+                         "/mnt/data/plot.png");
+        cr_expect_str_eq(json_string_value(json_object_get(json_array_get(out, 0), "source")),
+                         "assistant");
+        cr_expect_eq(json_integer_value(json_object_get(json_array_get(out, 0), "bytes")), 10);
+        cr_expect_str_eq(json_string_value(json_object_get(json_array_get(out, 0), "container_id")),
+                         cid);
+        /* A file the user uploaded and the code changed keeps its id and source. */
+        cr_expect_str_eq(json_string_value(json_object_get(json_array_get(out, 1), "id")),
+                         json_string_value(json_object_get(known, "id")));
+        cr_expect_str_eq(json_string_value(json_object_get(json_array_get(out, 1), "source")),
+                         "user");
+        /* Registered twice (a later cell): the same ids, so citations stay valid. */
+        cr_assert_eq(openai_container_files_register(&oa, cid, files, &again, &e), 0);
+        cr_expect(json_equal(json_array_get(out, 0), json_array_get(again, 0)));
+        /* The deleted path lost its id. */
+        cr_expect_null(db_query_one(&oa,
+                                    "SELECT id FROM container_files WHERE session_id = ?1 AND "
+                                    "path = 'old.txt'",
+                                    "s", sid));
+        cr_expect_eq(openai_container_files_register(&oa, "cntr_nope", files, &again, &e), -ENOENT);
+        json_decref(known);
+        json_decref(files);
+        json_decref(out);
+        json_decref(again);
+}
