@@ -5,6 +5,7 @@
 #include "api.h"
 #include "auth.h"
 #include "dispatch.h"
+#include "openai/openai.h"
 #include "router.h"
 
 #include <jansson.h>
@@ -23,9 +24,10 @@ struct api_server {
         struct conn_guard *guard; /* request deadlines, room for new connections */
         struct session_manager *mgr;
         const struct chat_gateway_config *chat; /* borrowed; NULL = the gateway is off */
-        struct tools_backend *tools_backend;    /* the MCP sessions' sandboxes, on mgr */
-        struct hub *hub;                        /* internal tools (borrowed); NULL = none */
-        struct mcp_http *mcp;                   /* /mcp: the MCP sessions */
+        struct openai *openai; /* /v1/files and /v1/containers (borrowed); NULL = off */
+        struct tools_backend *tools_backend; /* the MCP sessions' sandboxes, on mgr */
+        struct hub *hub;                     /* internal tools (borrowed); NULL = none */
+        struct mcp_http *mcp;                /* /mcp: the MCP sessions */
         enum jail_isolation mode;
         char *token;
         struct host_allow allow;
@@ -56,6 +58,10 @@ struct api_request {
         size_t body_len, body_size, body_max;
         uint64_t received; /* body bytes seen, kept or not */
         bool body_too_large;
+        /* Errors in OpenAI's shape (the route, or every route of its path, is API_ROUTE_OPENAI). */
+        bool openai_errors;
+        /* An API_ROUTE_UPLOAD route's multipart body, spooled to disk; NULL otherwise. */
+        struct api_upload *upload;
         bool dispatched; /* handed to a worker, the connection suspended until it replies */
         bool replied;
         struct dispatch_job job;
@@ -80,6 +86,15 @@ int api_reply_json_header(struct api_request *req, unsigned status, json_t *body
 /* {"error": <formatted>} plus, when field is set, "field": field. */
 int api_reply_error(struct api_request *req, unsigned status, const char *field, const char *fmt,
                     ...) __attribute__((format(printf, 4, 5)));
+
+/* The same with one more response header (WWW-Authenticate, Allow). */
+int api_reply_error_header(struct api_request *req, unsigned status, const char *header,
+                           const char *value, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+
+/* An error of the openai layer, in OpenAI's shape with its status. */
+struct openai_error;
+int api_reply_openai_error(struct api_request *req, const struct openai_error *err);
 
 /* The same with more members: extra (a JSON object, taken over) gets "error" (and "field")
  * added. */
@@ -124,3 +139,61 @@ int api_handle_file_delete(struct api_request *req);       /* routes-files.c */
 int api_handle_chat_completions(struct api_request *req);  /* routes-chat.c */
 int api_handle_tools(struct api_request *req);             /* routes-tools.c */
 int api_handle_mcp(struct api_request *req);               /* routes-mcp.c */
+int api_handle_container_create(struct api_request *req);  /* routes-containers.c */
+int api_handle_container_list(struct api_request *req);    /* routes-containers.c */
+int api_handle_container_get(struct api_request *req);     /* routes-containers.c */
+int api_handle_container_delete(struct api_request *req);  /* routes-containers.c */
+int api_handle_cfile_create(struct api_request *req);      /* routes-containers.c */
+int api_handle_cfile_list(struct api_request *req);        /* routes-containers.c */
+int api_handle_cfile_get(struct api_request *req);         /* routes-containers.c */
+int api_handle_cfile_content(struct api_request *req);     /* routes-containers.c */
+int api_handle_cfile_delete(struct api_request *req);      /* routes-containers.c */
+int api_handle_ofile_create(struct api_request *req);      /* routes-openai-files.c */
+int api_handle_ofile_list(struct api_request *req);        /* routes-openai-files.c */
+int api_handle_ofile_get(struct api_request *req);         /* routes-openai-files.c */
+int api_handle_ofile_content(struct api_request *req);     /* routes-openai-files.c */
+int api_handle_ofile_delete(struct api_request *req);      /* routes-openai-files.c */
+
+/* The query of an OpenAI list route (limit, after, order, and name or purpose where the route
+ * has them), decoded and checked. q's strings point into the struct. */
+struct api_list_args {
+        struct openai_list_query q;
+        char after[ROUTE_SEGMENT_MAX + 1];
+        char name[ROUTE_SEGMENT_MAX + 1];
+        char purpose[64];
+};
+/* Returns 1 with *ret filled, 0 when a 400 naming the parameter was queued, or -errno. */
+int api_openai_list_query(struct api_request *req, bool with_name, bool with_purpose,
+                          struct api_list_args *ret);
+
+/* routes-openai.c: what the OpenAI-compatible routes share. */
+
+/* 503 (OpenAI's shape) when the daemon has no openai layer; 1 when it has one, 0 when the
+ * 503 was queued, or -errno. */
+int api_openai_check(struct api_request *req);
+
+/* A list route: its query checked (name for containers, purpose for files), the page
+ * answered. */
+enum api_openai_list {
+        API_OPENAI_LIST_CONTAINERS,
+        API_OPENAI_LIST_CONTAINER_FILES, /* of the route's {id} */
+        API_OPENAI_LIST_FILES,
+};
+int api_openai_list(struct api_request *req, enum api_openai_list what);
+
+/* 200 with obj (taken) when r >= 0, else err's answer (or r, when err says nothing). */
+int api_reply_openai_result(struct api_request *req, int r, json_t *obj,
+                            const struct openai_error *err);
+
+/* The bytes of the file {id} of the Files API, or of the container file {sub} of the
+ * container {id}, streamed. */
+int api_openai_content(struct api_request *req, bool container_file);
+
+/* A handler that is one call of openai.h with the route's {id} (and {sub}) and answers its
+ * object or its error. */
+typedef int (*api_openai_by_id_fn)(struct openai *oa, const char *id, json_t **ret,
+                                   struct openai_error *err);
+typedef int (*api_openai_by_ids_fn)(struct openai *oa, const char *id, const char *sub,
+                                    json_t **ret, struct openai_error *err);
+int api_openai_by_id(struct api_request *req, api_openai_by_id_fn fn);
+int api_openai_by_ids(struct api_request *req, api_openai_by_ids_fn fn);

@@ -12,6 +12,7 @@
 struct api_server;
 struct chat_gateway_config;
 struct hub;
+struct openai;
 struct session_manager;
 
 struct api_config {
@@ -23,6 +24,9 @@ struct api_config {
         /* POST /v1/chat/completions (docs/CHAT.md); borrowed, must outlive the server;
          * NULL = the gateway is off (503). */
         const struct chat_gateway_config *chat;
+        /* /v1/files and /v1/containers (docs/RESPONSES.md); borrowed, must outlive the server;
+         * NULL = those routes answer 503. Its upload limit applies to their uploads. */
+        struct openai *openai;
         /* Internal tools (--mcp-config), offered at /mcp and GET /v1/tools; borrowed, must
          * outlive the server; NULL = none. */
         struct hub *hub;

@@ -5,6 +5,7 @@
 
 #include "base/cleanup.h"
 #include "base/utf8.h"
+#include "openai/openai.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -100,14 +101,44 @@ int api_reply_json_header(struct api_request *req, unsigned status, json_t *body
         return api_reply_response(req, status, resp);
 }
 
+int api_reply_openai_error(struct api_request *req, const struct openai_error *err)
+{
+        json_t *body = openai_error_json(err);
+
+        if (!body)
+                return -ENOMEM;
+        return api_reply_json(req, err->status ? err->status : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                              body);
+}
+
+/* The same error in OpenAI's shape, for the routes that speak it: the field becomes "param",
+ * extra members are left out (OpenAI's clients read "error" only). */
+static int reply_openai_v(struct api_request *req, unsigned status, const char *field,
+                          json_t *extra, const char *header, const char *value, const char *msg)
+{
+        struct openai_error e = { 0 };
+        json_t *body;
+
+        json_decref(extra);
+        (void) openai_error_set(&e, -EINVAL, status, field, "%s", msg);
+        if (status == MHD_HTTP_UNAUTHORIZED)
+                (void) openai_error_code(&e, 0, "invalid_api_key");
+        body = openai_error_json(&e);
+        if (!body)
+                return -ENOMEM;
+        return api_reply_json_header(req, status, body, header, value);
+}
+
 static int reply_error_v(struct api_request *req, unsigned status, const char *field, json_t *extra,
-                         const char *fmt, va_list ap)
+                         const char *header, const char *value, const char *fmt, va_list ap)
 {
         _cleanup_free_ char *clean = NULL;
         char msg[1024];
         json_t *body;
 
         (void) vsnprintf(msg, sizeof(msg), fmt, ap);
+        if (req->openai_errors)
+                return reply_openai_v(req, status, field, extra, header, value, msg);
         clean = utf8_sanitize(msg, strlen(msg));
         body = json_object();
         if (!body || !clean) {
@@ -126,7 +157,7 @@ static int reply_error_v(struct api_request *req, unsigned status, const char *f
                 (void) json_object_update_missing(body, extra);
                 json_decref(extra);
         }
-        return api_reply_json(req, status, body);
+        return api_reply_json_header(req, status, body, header, value);
 }
 
 int api_reply_error(struct api_request *req, unsigned status, const char *field, const char *fmt,
@@ -136,7 +167,19 @@ int api_reply_error(struct api_request *req, unsigned status, const char *field,
         int r;
 
         va_start(ap, fmt);
-        r = reply_error_v(req, status, field, NULL, fmt, ap);
+        r = reply_error_v(req, status, field, NULL, NULL, NULL, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int api_reply_error_header(struct api_request *req, unsigned status, const char *header,
+                           const char *value, const char *fmt, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = reply_error_v(req, status, NULL, NULL, header, value, fmt, ap);
         va_end(ap);
         return r;
 }
@@ -148,7 +191,7 @@ int api_reply_error_extra(struct api_request *req, unsigned status, const char *
         int r;
 
         va_start(ap, fmt);
-        r = reply_error_v(req, status, field, extra, fmt, ap);
+        r = reply_error_v(req, status, field, extra, NULL, NULL, fmt, ap);
         va_end(ap);
         return r;
 }

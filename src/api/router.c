@@ -10,6 +10,7 @@
 
 #define REST_PARAM "{path*}"
 #define ID_PARAM "{id}"
+#define SUB_PARAM "{sub}"
 
 static int hex_value(char c)
 {
@@ -140,6 +141,11 @@ int route_match(const char *pattern, const char *raw_path, struct route_params *
                                 return 0;
                         memcpy(out.id, seg, (size_t) r + 1);
                         out.has_id = true;
+                } else if (plen == strlen(SUB_PARAM) && memcmp(pp, SUB_PARAM, plen) == 0) {
+                        if (r == 0)
+                                return 0;
+                        memcpy(out.sub, seg, (size_t) r + 1);
+                        out.has_sub = true;
                 } else if ((size_t) r != plen || memcmp(seg, pp, plen) != 0) {
                         return 0;
                 }

@@ -12,21 +12,34 @@
 struct api_request;
 typedef int (*api_handler_fn)(struct api_request *req);
 
+enum api_route_flags {
+        /* Every error, the server's own included (401, 405, 413...), is in OpenAI's shape
+         * {"error": {"message", "type", "param", "code"}}: the OpenAI-compatible routes. */
+        API_ROUTE_OPENAI = 1u << 0,
+        /* A multipart/form-data body is not buffered: its "file" part streams to a spool file
+         * (upload.h) up to the daemon's upload limit, which replaces body_max for it. */
+        API_ROUTE_UPLOAD = 1u << 1,
+};
+
 /* One row of the route table. pattern is a path of literal segments, "{id}" (one non-empty
- * segment) and, last only, "{path*}" (the rest of the path, possibly empty). */
+ * segment), "{sub}" (a second one, e.g. a file's id) and, last only, "{path*}" (the rest of
+ * the path, possibly empty). */
 struct api_route {
         const char *method;
         const char *pattern;
         api_handler_fn handler;
         bool needs_auth;
         size_t body_max; /* largest request body accepted, in bytes */
+        unsigned flags;  /* enum api_route_flags */
 };
 
 /* The parameters of a matched route, decoded; both point into the struct. */
 struct route_params {
         char id[ROUTE_SEGMENT_MAX + 1];
+        char sub[ROUTE_SEGMENT_MAX + 1];
         char path[ROUTE_PATH_MAX + 1];
         bool has_id;
+        bool has_sub;
         bool has_path;
 };
 

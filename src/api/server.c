@@ -13,8 +13,10 @@
 #include "header-check.h"
 #include "listen.h"
 #include "mcp/http.h"
+#include "openai/openai.h"
 #include "session/session.h"
 #include "tools/tools.h"
+#include "upload.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -63,7 +65,57 @@ static const struct api_route routes[] = {
         { "POST", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
         { "DELETE", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
         { "GET", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
+        /* OpenAI's Files and Containers APIs (docs/RESPONSES.md). */
+        { "POST", "/v1/files", api_handle_ofile_create, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI | API_ROUTE_UPLOAD },
+        { "GET", "/v1/files", api_handle_ofile_list, true, API_JSON_BODY_MAX, API_ROUTE_OPENAI },
+        { "GET", "/v1/files/{id}", api_handle_ofile_get, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "DELETE", "/v1/files/{id}", api_handle_ofile_delete, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "GET", "/v1/files/{id}/content", api_handle_ofile_content, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "POST", "/v1/containers", api_handle_container_create, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "GET", "/v1/containers", api_handle_container_list, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "GET", "/v1/containers/{id}", api_handle_container_get, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "DELETE", "/v1/containers/{id}", api_handle_container_delete, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "POST", "/v1/containers/{id}/files", api_handle_cfile_create, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI | API_ROUTE_UPLOAD },
+        { "GET", "/v1/containers/{id}/files", api_handle_cfile_list, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "GET", "/v1/containers/{id}/files/{sub}", api_handle_cfile_get, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "DELETE", "/v1/containers/{id}/files/{sub}", api_handle_cfile_delete, true,
+          API_JSON_BODY_MAX, API_ROUTE_OPENAI },
+        { "GET", "/v1/containers/{id}/files/{sub}/content", api_handle_cfile_content, true,
+          API_JSON_BODY_MAX, API_ROUTE_OPENAI },
 };
+
+/* Bytes a multipart body may carry beyond its file: boundaries, part headers, small fields. */
+#define UPLOAD_FRAMING_MAX (64u * 1024u)
+
+/* Whether errors on path are in OpenAI's shape: it is below the first two segments of an
+ * API_ROUTE_OPENAI route ("/v1/containers/..."), whether or not a route matches it, so that
+ * an OpenAI client gets its shape for a 404 or 405 there too. */
+static bool path_is_openai(const char *path)
+{
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                const char *p = routes[i].pattern, *second;
+                size_t n;
+
+                if (!(routes[i].flags & API_ROUTE_OPENAI))
+                        continue;
+                second = strchr(p + 1, '/');
+                n = second ? (size_t) (strchrnul(second + 1, '/') - p) : strlen(p);
+                if (strncmp(path, p, n) == 0 && (path[n] == '\0' || path[n] == '/'))
+                        return true;
+        }
+        return false;
+}
 
 static struct api_request *request_free(struct api_request *req)
 {
@@ -71,6 +123,7 @@ static struct api_request *request_free(struct api_request *req)
                 return NULL;
         free(req->raw_path);
         free(req->body);
+        api_upload_free(req->upload);
         free(req);
         return NULL;
 }
@@ -137,7 +190,9 @@ static int request_check(struct api_request *req, const char *mhd_method)
 {
         struct api_server *srv = req->srv;
         const char *host, *origin, *auth, *token, *cl, *bad_header, *why;
-        char allow[128];
+        unsigned long long declared;
+        char allow[128], *end;
+        bool upload;
         unsigned n_host = 0;
         size_t token_len;
         int r;
@@ -190,15 +245,16 @@ static int request_check(struct api_request *req, const char *mhd_method)
 
         r = route_find(routes, ELEMENTSOF(routes), req->method, req->raw_path, &req->route,
                        &req->params, allow, sizeof(allow));
+        req->openai_errors = r == 0 ? (req->route->flags & API_ROUTE_OPENAI) != 0
+                                    : path_is_openai(req->raw_path);
 
         if (!(r == 0 && !req->route->needs_auth)) {
                 auth = api_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
                 if (!auth || api_bearer_parse(auth, &token, &token_len) < 0 ||
                     !api_token_equal(srv->token, token, token_len)) {
-                        r = api_reply_json_header(
-                                req, MHD_HTTP_UNAUTHORIZED,
-                                json_pack("{s:s}", "error", "missing or invalid bearer token"),
-                                MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"airlock\"");
+                        r = api_reply_error_header(
+                                req, MHD_HTTP_UNAUTHORIZED, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                "Bearer realm=\"airlock\"", "missing or invalid bearer token");
                         return r < 0 ? r : 0;
                 }
         }
@@ -211,10 +267,9 @@ static int request_check(struct api_request *req, const char *mhd_method)
                                     req->method, req->raw_path);
                 return r < 0 ? r : 0;
         case -EOPNOTSUPP:
-                r = api_reply_json_header(req, MHD_HTTP_METHOD_NOT_ALLOWED,
-                                          json_pack("{s:s+++}", "error", "method ", req->method,
-                                                    " is not allowed here; allowed: ", allow),
-                                          MHD_HTTP_HEADER_ALLOW, allow);
+                r = api_reply_error_header(req, MHD_HTTP_METHOD_NOT_ALLOWED, MHD_HTTP_HEADER_ALLOW,
+                                           allow, "method %s is not allowed here; allowed: %s",
+                                           req->method, allow);
                 return r < 0 ? r : 0;
         case -E2BIG:
                 r = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "path",
@@ -228,29 +283,47 @@ static int request_check(struct api_request *req, const char *mhd_method)
         }
 
         req->body_max = req->route->body_max;
+        upload = (req->route->flags & API_ROUTE_UPLOAD) && srv->openai &&
+                 api_upload_is_multipart(api_header(req, MHD_HTTP_HEADER_CONTENT_TYPE));
+        if (upload)
+                req->body_max = openai_upload_max(srv->openai) + UPLOAD_FRAMING_MAX;
         cl = api_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-                char *end;
-                unsigned long long n;
-
-                errno = 0;
-                n = strtoull(cl, &end, 10);
-                /* Refused before a byte of the body is read: a 10 GiB upload costs nothing. */
-                if (errno == 0 && *end == '\0' && n > req->body_max) {
-                        r = api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
-                                            "the request body (%llu bytes) is larger than the "
-                                            "limit of %zu MiB",
-                                            n, req->body_max >> 20);
+        errno = 0;
+        declared = cl ? strtoull(cl, &end, 10) : 0;
+        if (!cl || errno != 0 || *end != '\0')
+                declared = 0;
+        /* Refused before a byte of the body is read: a 10 GiB upload costs nothing. */
+        if (declared > req->body_max) {
+                r = upload ? api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "file",
+                                             "the upload (%llu bytes) is larger than the limit "
+                                             "of %llu bytes (airlock serve --max-upload)",
+                                             declared,
+                                             (unsigned long long) openai_upload_max(srv->openai))
+                           : api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
+                                             "the request body (%llu bytes) is larger than the "
+                                             "limit of %zu MiB",
+                                             declared, req->body_max >> 20);
+                return r < 0 ? r : 0;
+        }
+        if (upload) {
+                r = api_upload_new(req->conn, srv->openai, openai_upload_max(srv->openai),
+                                   &req->upload);
+                if (r == -EINVAL) {
+                        r = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "file",
+                                            "a multipart/form-data body needs a boundary in its "
+                                            "Content-Type");
                         return r < 0 ? r : 0;
                 }
-                if (errno == 0 && *end == '\0' && n > 0) {
-                        req->body = malloc((size_t) n + 1);
-                        if (!req->body)
-                                return -ENOMEM;
-                        req->body_size = (size_t) n + 1;
-                        conn_guard_body(req->conn, n);
-                }
+                if (r < 0)
+                        return log_error_errno(r, "req=%s cannot spool an upload", req->id);
+        } else if (declared > 0) {
+                req->body = malloc((size_t) declared + 1);
+                if (!req->body)
+                        return -ENOMEM;
+                req->body_size = (size_t) declared + 1;
         }
+        if (declared > 0)
+                conn_guard_body(req->conn, declared);
         return 1;
 }
 
@@ -319,6 +392,8 @@ static void run_handler(struct dispatch_job *job)
                 (void) api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
                                        "internal error: %s", strerror(-r));
         }
+        /* An upload's spool file is gone before a byte of the answer goes out. */
+        req->upload = api_upload_free(req->upload);
         /* From here req belongs to the event thread again, which may free it at once. */
         MHD_resume_connection(conn);
         api_resumed(srv);
@@ -359,10 +434,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  * read and dropped, then answered 413; a client that goes on sending past
                  * API_DRAIN_MAX more has its connection closed instead. */
                 req->received += *upload_data_size;
-                if (!req->replied)
+                if (req->replied)
+                        ;
+                else if (!req->upload)
                         request_append(req, upload_data, *upload_data_size);
+                else if (req->received > req->body_max)
+                        req->body_too_large = true;
+                else
+                        api_upload_feed(req->upload, upload_data, *upload_data_size);
                 *upload_data_size = 0;
                 if (req->body_too_large && req->received - req->body_max > API_DRAIN_MAX)
+                        return MHD_NO;
+                if (req->upload && api_upload_drained_past(req->upload, API_DRAIN_MAX))
                         return MHD_NO;
                 return MHD_YES;
         }
@@ -371,6 +454,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (req->dispatched)
                 return MHD_NO; /* resumed without a reply: nothing could be queued */
         conn_guard_active(conn);
+        if (req->upload) {
+                unsigned status;
+                const char *why;
+                char msg[512];
+
+                if (!req->body_too_large)
+                        api_upload_finish(req->upload);
+                if (api_upload_failed(req->upload, &status, &why) || req->body_too_large) {
+                        /* Its spool file goes before the answer does. */
+                        if (!req->body_too_large)
+                                (void) snprintf(msg, sizeof(msg), "%s", why);
+                        req->upload = api_upload_free(req->upload);
+                        if (!req->body_too_large) {
+                                r = api_reply_error(req, status, "file", "%s", msg);
+                                return r < 0 ? MHD_NO : MHD_YES;
+                        }
+                }
+        }
         if (req->body_too_large) {
                 r = api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
                                     "the request body is larger than the limit of %zu MiB",
@@ -591,6 +692,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->listen_fd = -EBADF;
         srv->mgr = cfg->mgr;
         srv->chat = cfg->chat;
+        srv->openai = cfg->openai;
         srv->hub = cfg->hub;
         srv->mode = cfg->mode;
         atomic_init(&srv->next_req, 1);

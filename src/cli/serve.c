@@ -14,6 +14,7 @@
 #include "chat/gateway.h"
 #include "chat/suspend.h"
 #include "hub/hub.h"
+#include "openai/openai.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -61,6 +62,9 @@ static const char serve_help[] =
         "                          (default 10m, 0 = no limit)\n"
         "      --idle-timeout S    the old name of --stop-after\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
+        "      --max-upload N      largest file POST /v1/files and\n"
+        "                          /v1/containers/{id}/files accept (default 512M;\n"
+        "                          larger is 413), streamed to disk under DIR/openai\n"
         "\n"
         "Connections (docs/SECURITY.md, \"The HTTP server under load\"):\n"
         "      --max-connections N  open at once (default 4096); near the limit the oldest\n"
@@ -120,6 +124,7 @@ struct serve_args {
         uint64_t checkpoint_after_ms;
         uint64_t max_stopped_bytes;
         uint64_t max_session_memory;
+        uint64_t max_upload;
         unsigned max_connections, max_connections_per_client;
         uint64_t request_timeout_ms, keepalive_timeout_ms;
         unsigned zygote_max_sessions; /* SESSION_ZYGOTE_NEVER for 0 */
@@ -161,6 +166,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_CHECKPOINT_AFTER,
                 OPT_MAX_STOPPED_BYTES,
                 OPT_MAX_SESSION_MEMORY,
+                OPT_MAX_UPLOAD,
                 OPT_ZYGOTE_MAX_SESSIONS,
                 OPT_ZYGOTE_MAX_AGE,
                 OPT_ALLOW_HOST,
@@ -188,6 +194,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "checkpoint-after", required_argument, NULL, OPT_CHECKPOINT_AFTER },
                 { "max-stopped-bytes", required_argument, NULL, OPT_MAX_STOPPED_BYTES },
                 { "max-session-memory", required_argument, NULL, OPT_MAX_SESSION_MEMORY },
+                { "max-upload", required_argument, NULL, OPT_MAX_UPLOAD },
                 { "zygote-max-sessions", required_argument, NULL, OPT_ZYGOTE_MAX_SESSIONS },
                 { "zygote-max-age", required_argument, NULL, OPT_ZYGOTE_MAX_AGE },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
@@ -263,6 +270,16 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 fprintf(stderr,
                                         "airlock serve: --max-session-memory '%s' is not a size "
                                         "of at least 64M (e.g. 16G)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_MAX_UPLOAD:
+                        if (parse_size(optarg, &a->max_upload) < 0 || a->max_upload < 1024 ||
+                            a->max_upload > (64ULL << 30)) {
+                                fprintf(stderr,
+                                        "airlock serve: --max-upload '%s' is not a size from 1K "
+                                        "to 64G (e.g. 512M)\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -443,6 +460,7 @@ int cmd_serve(int argc, char **argv)
         struct chat_gateway_config gateway = {};
         struct jail_features features;
         struct session_manager *mgr = NULL;
+        struct openai *openai = NULL;
         struct api_server *srv = NULL;
         struct hub *hub = NULL;
         struct api_listen l;
@@ -559,6 +577,15 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
         check_nofile(mgr, a.max_sessions, nofile_was);
+        /* /v1/files and /v1/containers: uploads and their records under the state directory. */
+        r = openai_new(&(struct openai_config){ .mgr = mgr,
+                                                .state_dir = state_dir,
+                                                .upload_max = a.max_upload },
+                       &openai, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: cannot open the file store: %s\n", err.msg);
+                goto out;
+        }
         /* The gateway's turns waiting for a client's tool results or approvals. */
         if (gateway.base_url && suspend_store_new(NULL, &gateway.suspended) < 0) {
                 fprintf(stderr, "airlock serve: out of memory\n");
@@ -572,6 +599,7 @@ int cmd_serve(int argc, char **argv)
                                       .allow_hosts = a.allow_hosts,
                                       .mgr = mgr,
                                       .chat = &gateway,
+                                      .openai = openai,
                                       .hub = hub,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
@@ -615,6 +643,7 @@ int cmd_serve(int argc, char **argv)
         status = 0;
 out:
         api_server_free(srv);
+        openai_free(openai);
         session_manager_free(mgr);
         hub_free(hub);
         suspend_store_free(gateway.suspended);

@@ -1,7 +1,8 @@
 /* The sandbox's filesystem: a small tmpfs root holding read-only binds of the image's /usr and an
  * allow-list of /etc, generated identity files, a minimal /dev, size-capped /tmp, /dev/shm and
  * /work, and a proc that shows only this pid namespace's processes. Built under JAIL_NEWROOT in
- * the child's private mount namespace, then pivoted into; the old root is detached. */
+ * the child's private mount namespace, then pivoted into; the old root is detached. /work is
+ * also bound at /mnt/data, where code written for OpenAI's code interpreter looks. */
 #include "jail-internal.h"
 
 #include "base/cleanup.h"
@@ -329,6 +330,23 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         P(opts, "mode=0755,uid=%u,gid=%u,size=%llu,nr_inodes=65536", JAIL_SANDBOX_UID,
           JAIL_SANDBOX_UID, (unsigned long long) cfg->workspace_bytes);
         if (mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return -errno;
+
+        /* OpenAI's code interpreter keeps files in /mnt/data, and code written for it says so:
+         * the same tmpfs, bound there, so both names are one directory with one size cap.
+         * Mount flags are per mount, so the bind is set nosuid and nodev like /work itself
+         * (a bind copies them, but this does not rely on it). */
+        *ret_step = "bind /work at /mnt/data";
+        P(src, "%s/work", JAIL_NEWROOT);
+        P(dst, "%s/mnt", JAIL_NEWROOT);
+        if (mkdir(dst, 0755) < 0)
+                return -errno;
+        P(dst, "%s/mnt/data", JAIL_NEWROOT);
+        if (mkdir(dst, 0755) < 0)
+                return -errno;
+        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                return -errno;
+        if (mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
                 return -errno;
 
         *ret_step = cfg->runner_is_private ? "bind the runner" : "copy the runner";

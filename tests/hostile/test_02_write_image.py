@@ -5,7 +5,7 @@ import uuid
 
 from conftest import expect_in, run, run_py
 
-DENIED = {"EROFS", "EACCES", "EPERM"}
+DENIED = {"EROFS", "EACCES", "EPERM", "EBUSY"}
 
 
 def test_write_and_create_in_the_image():
@@ -22,12 +22,15 @@ def test_write_and_create_in_the_image():
         R["unlink os.py"] = attempt(os.unlink, "/usr/lib/python3.11/os.py")
         R["rename os.py"] = attempt(os.rename, "/usr/lib/python3.11/os.py",
                                     "/usr/lib/python3.11/os2.py")
-        for d in ["/usr", "/usr/bin", "/etc", "/", "/usr/lib/python3.11"]:
+        # /mnt holds only the mount point of /mnt/data, on the read-only root
+        for d in ["/usr", "/usr/bin", "/etc", "/", "/usr/lib/python3.11", "/mnt"]:
             p = os.path.join(d, name)
             R["create " + p] = attempt(lambda: open(p, "xb"))
             R["mkdir " + p] = attempt(os.mkdir, p)
             R["symlink " + p] = attempt(os.symlink, "/work", p)
         R["passwd append"] = attempt(lambda: open("/etc/passwd", "ab"))
+        R["rmdir /mnt/data"] = attempt(os.rmdir, "/mnt/data")
+        R["rename /mnt/data"] = attempt(os.rename, "/mnt/data", "/mnt/" + name)
     ''' % name)
     for key, value in res.R.items():
         expect_in(value, DENIED, key)

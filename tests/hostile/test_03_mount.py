@@ -15,6 +15,9 @@ R["bind / to /tmp/mnt"] = syscall(165, b"/", b"/tmp/mnt", None, MS_BIND | MS_REC
 R["make / private"] = syscall(165, None, b"/", None, MS_REC | MS_PRIVATE, None)
 R["umount2 /proc"] = syscall(166, b"/proc", 2)
 R["umount2 /usr"] = syscall(166, b"/usr", 2)
+R["umount2 /mnt/data"] = syscall(166, b"/mnt/data", 2)
+R["remount /mnt/data suid"] = syscall(165, None, b"/mnt/data", None, MS_REMOUNT | MS_BIND, None)
+R["bind / to /mnt/data"] = syscall(165, b"/", b"/mnt/data", None, MS_BIND | MS_REC, None)
 # new mount API
 R["fsopen tmpfs"] = syscall(430, b"tmpfs", 0)
 R["fspick /"] = syscall(433, -100, b"/", 0)

@@ -1,5 +1,5 @@
-"""Row 10: exec a setuid-root binary copied into /work; su, sudo -> no gain (no_new_privs,
-nosuid, unmapped owner); uid stays 1000."""
+"""Row 10: exec a setuid-root binary copied into /work (and reached as /mnt/data, its other
+name); su, sudo -> no gain (no_new_privs, nosuid, unmapped owner); uid stays 1000."""
 from conftest import run, run_py
 
 
@@ -36,7 +36,11 @@ def test_setuid_binaries_give_nothing():
         R["resuid"] = list(os.getresuid())
         R["resgid"] = list(os.getresgid())
         R["nosuid"] = {m: bool(os.statvfs(m).f_flag & os.ST_NOSUID)
-                       for m in ("/work", "/tmp", "/dev/shm", "/usr")}
+                       for m in ("/work", "/mnt/data", "/tmp", "/dev/shm", "/usr")}
+        R["nodev"] = {m: bool(os.statvfs(m).f_flag & os.ST_NODEV)
+                      for m in ("/work", "/mnt/data", "/tmp", "/dev/shm", "/usr")}
+        # the same setuid copy reached through /mnt/data, the other name of /work
+        R["/mnt/data/id -u"] = ids(["/mnt/data/id", "-u"])
     ''')
     r = res.R
     assert r["su owner uid"] != 0 and r["su owner uid"] != 1000, (
@@ -54,6 +58,8 @@ def test_setuid_binaries_give_nothing():
     assert r["resuid"] == [1000, 1000, 1000], r
     assert r["resgid"] == [1000, 1000, 1000], r
     assert all(r["nosuid"].values()), f"mounts without nosuid: {r['nosuid']}"
+    assert all(r["nodev"].values()), f"mounts without nodev: {r['nodev']}"
+    assert r["/mnt/data/id -u"][:2] == [0, "1000"], r["/mnt/data/id -u"]
 
 
 def test_uid_from_bash():

@@ -33,6 +33,11 @@ def test_landlock_rules():
         open("/work/d1/x", "w").write("x")
         R["ok rename within /work"] = attempt(os.rename, "/work/d1/x", "/work/d2/x")
         R["ok link within /work"] = attempt(os.link, "/work/d2/x", "/work/d1/y")
+        # /mnt/data is /work under another name: the same rules, both ways
+        R["rename /mnt/data -> /tmp"] = attempt(os.rename, "/mnt/data/a", "/tmp/a2")
+        R["link /usr -> /mnt/data"] = attempt(os.link, "/usr/bin/python3.11", "/mnt/data/py")
+        R["ok write /mnt/data"] = attempt(lambda: open("/mnt/data/m", "w").write("m"))
+        R["ok read /mnt/data as /work"] = attempt(lambda: open("/work/m").read())
     ''')
     r = dict(res.R)
     for key in [k for k in r if k.startswith("ok ")]:

@@ -394,6 +394,36 @@ Test(api, route_allow_list)
         cr_expect_str_eq(allow, "GET, HEAD");
 }
 
+Test(api, route_second_segment_parameter)
+{
+        static const struct api_route routes[] = {
+                { "GET", "/v1/containers/{id}/files/{sub}", handler_a, true, 1, 0 },
+                { "GET", "/v1/containers/{id}/files/{sub}/content", handler_b, true, 1, 0 },
+        };
+        const struct api_route *route = NULL;
+        struct route_params p;
+
+        cr_assert_eq(route_find(routes, ELEMENTSOF(routes), "GET",
+                                "/v1/containers/cntr_1/files/cfile_2/content", &route, &p, NULL, 0),
+                     0);
+        cr_expect_eq(route, &routes[1]);
+        cr_expect_str_eq(p.id, "cntr_1");
+        cr_expect(p.has_sub);
+        cr_expect_str_eq(p.sub, "cfile_2");
+        cr_assert_eq(route_find(routes, ELEMENTSOF(routes), "GET", "/v1/containers/c/files/a%2Fb",
+                                &route, &p, NULL, 0),
+                     0);
+        cr_expect_eq(route, &routes[0]);
+        cr_expect_str_eq(p.sub, "a/b");
+        /* An empty segment names nothing. */
+        cr_expect_eq(route_find(routes, ELEMENTSOF(routes), "GET",
+                                "/v1/containers/c/files//content", &route, &p, NULL, 0),
+                     -ENOENT);
+        cr_expect_eq(route_find(routes, ELEMENTSOF(routes), "GET", "/v1/containers/c/files/%00",
+                                &route, &p, NULL, 0),
+                     -EINVAL);
+}
+
 Test(api, route_long_segment)
 {
         char path[600] = "/v1/sessions/";

@@ -1,8 +1,8 @@
 // A daemon of its own for tests of the chat-completions gateway: `airlock serve` on a free
 // loopback port with a temporary state directory, a token of the test's, and --llm-base-url
-// pointing at a fake model. stop() ends it by its pid (SIGTERM, then SIGKILL after 15 s),
-// checks that it exited 0 (a sanitizer report or a failed teardown fails the test), and
-// removes the state directory.
+// pointing at a fake model (none without llmBaseUrl: the Files and Containers tests need no
+// model). stop() ends it by its pid (SIGTERM, then SIGKILL after 15 s), checks that it exited
+// 0 (a sanitizer report or a failed teardown fails the test), and removes the state directory.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 import { env, requireEnv } from './env.mjs';
 
-export async function startGatewayDaemon({ llmBaseUrl, flags = [] }) {
+export async function startGatewayDaemon({ llmBaseUrl = null, flags = [] } = {}) {
   requireEnv('bin');
   const dir = mkdtempSync(join(process.env.TMPDIR || tmpdir(), 'airlock-gateway-test-'));
   const token = 'token-of-the-openai-tools-test';
@@ -20,7 +20,8 @@ export async function startGatewayDaemon({ llmBaseUrl, flags = [] }) {
   const child = spawn(
     env.bin,
     ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state'), '--pool-size', '0',
-      '--llm-base-url', llmBaseUrl, '--llm-model', 'fake-model', ...flags],
+      ...(llmBaseUrl ? ['--llm-base-url', llmBaseUrl, '--llm-model', 'fake-model'] : []),
+      ...flags],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...daemonEnv, AIRLOCK_TOKEN: token } },
   );
   let log = '';
