@@ -777,15 +777,25 @@ static int text_add(char **text, size_t *len, const char *s, size_t n)
         return 0;
 }
 
-/* A note for content that is not text: "[WHAT A (B)...]". */
+/* A note for content that is not text: "[WHAT A (B)...]". A and B are the server's (a type,
+ * a URI): each is cut to 200 bytes, so the note fits its buffer. */
 static int note_add(char **text, size_t *len, const char *what, const char *a, const char *b,
                     const char *tail)
 {
         char note[512];
-        int n = snprintf(note, sizeof(note), "[%s %s (%s)%s]", what, a ? a : "?", b ? b : "?",
-                         tail);
+        int n;
 
-        return text_add(text, len, note, n < 0 ? 0 : (size_t) n);
+        a = a ? a : "?";
+        b = b ? b : "?";
+        n = snprintf(note, sizeof(note), "[%s %.*s (%.*s)%s]", what,
+                     (int) utf8_complete_prefix(a, strnlen(a, 200)), a,
+                     (int) utf8_complete_prefix(b, strnlen(b, 200)), b, tail);
+        /* snprintf() says what it would have written: never copy more than it did. */
+        if (n < 0)
+                n = 0;
+        if ((size_t) n >= sizeof(note))
+                n = (int) sizeof(note) - 1;
+        return text_add(text, len, note, (size_t) n);
 }
 
 /* Turns a CallToolResult into res, cut to max bytes. */

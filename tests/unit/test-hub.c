@@ -154,3 +154,71 @@ Test(hub, python_names_are_identifiers)
         hub_python_name("crm__run.sql", buf, sizeof(buf));
         cr_assert_str_eq(buf, "crm__run_sql");
 }
+
+/* ---- a live server: what it sends is bounded before it reaches a caller -------------------- */
+
+/* A stdio MCP server in a few lines of Python: one tool, "odd", whose result is RESULT (a JSON
+ * CallToolResult, given in the environment). */
+static const char tiny_server[] =
+        "import json, os, sys\n"
+        "result = json.loads(os.environ['RESULT'])\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if 'id' not in m: continue\n"
+        "    if m['method'] == 'initialize':\n"
+        "        r = {'protocolVersion': '2025-06-18', 'capabilities': {'tools': {}},\n"
+        "             'serverInfo': {'name': 'tiny', 'version': '1'}}\n"
+        "    elif m['method'] == 'tools/list':\n"
+        "        r = {'tools': [{'name': 'odd', 'inputSchema': {'type': 'object'}}]}\n"
+        "    else:\n"
+        "        r = result\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': r}), flush=True)\n";
+
+/* Starts a hub with the tiny server answering every call with result; returns the hub. */
+static struct hub *tiny_hub(const char *result, size_t max_result_bytes)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_config *cfg = NULL;
+        struct hub *h = NULL;
+        json_t *root;
+
+        root = json_pack("{s:{s:{s:s, s:[s, s], s:{s:s}, s:I}}}", "mcpServers", "tiny", "command",
+                         "python3", "args", "-c", tiny_server, "env", "RESULT", result,
+                         "max_result_bytes", (json_int_t) max_result_bytes);
+        cr_assert(root);
+        cr_assert_eq(hub_config_parse(root, "test.json", &cfg, &err), 0, "%s", err.msg);
+        json_decref(root);
+        cr_assert_eq(hub_new(cfg, NULL, &h), 0);
+        hub_config_free(cfg);
+        cr_assert(hub_wait_started(h, 30000));
+        return h;
+}
+
+Test(hub_live, long_names_in_notes_are_cut, .timeout = 60)
+{
+        char *big = malloc(4001);
+        struct airlock_error err = { { 0 } };
+        struct hub_result res = { 0 };
+        struct hub *h;
+        char *result;
+        int r;
+
+        cr_assert(big);
+        memset(big, 'x', 4000);
+        big[4000] = '\0';
+        /* A content type, a resource link's uri and name: what the server sends, put in the
+         * note that stands for content that is not text. */
+        cr_assert(asprintf(&result,
+                           "{\"content\": [{\"type\": \"%s\"}, {\"type\": \"resource_link\", "
+                           "\"uri\": \"https://h/%s\", \"name\": \"n\"}]}",
+                           big, big) > 0);
+        h = tiny_hub(result, 1024 * 1024);
+        r = hub_call(h, "odd", NULL, 0, NULL, &res, &err);
+        cr_assert_eq(r, 0, "%d %s", r, err.msg);
+        cr_assert(strncmp(res.text, "[content of type xxx", 20) == 0, "%.60s", res.text);
+        cr_assert_lt(strlen(res.text), 2 * 512, "notes of %zu bytes", strlen(res.text));
+        hub_result_done(&res);
+        hub_free(h);
+        free(result);
+        free(big);
+}
