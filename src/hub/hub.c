@@ -803,7 +803,7 @@ static int convert_result(json_t *result, size_t max, struct hub_result *res)
 {
         json_t *content = json_object_get(result, "content"), *item;
         json_t *structured = json_object_get(result, "structuredContent");
-        size_t len = 0, images_bytes = 0, i;
+        size_t len = 0, images_bytes = 0, other_bytes = 0, i;
         char *text = NULL;
 
         memset(res, 0, sizeof(*res));
@@ -831,6 +831,8 @@ static int convert_result(json_t *result, size_t max, struct hub_result *res)
                 } else if (strcmp(type, "resource") == 0) {
                         json_t *rs = json_object_get(item, "resource");
                         json_t *t = json_object_get(rs, "text");
+                        /* Not in the text, but passed on with the content (/mcp). */
+                        other_bytes += json_string_length(json_object_get(rs, "blob"));
                         if (json_is_string(t))
                                 r = text_add(&text, &len, json_string_value(t),
                                              json_string_length(t));
@@ -844,6 +846,7 @@ static int convert_result(json_t *result, size_t max, struct hub_result *res)
                                      json_string_value(json_object_get(item, "uri")),
                                      json_string_value(json_object_get(item, "name")), "");
                 } else {
+                        other_bytes += json_string_length(json_object_get(item, "data"));
                         r = note_add(&text, &len, "content of type", type, mime, ", not shown");
                 }
                 if (r < 0) {
@@ -851,7 +854,14 @@ static int convert_result(json_t *result, size_t max, struct hub_result *res)
                         return r;
                 }
         }
-        if (len == 0 && structured) {
+        if (structured && len > 0) {
+                /* Structured content goes to the caller instead of the text (Code Mode returns
+                 * it) or beside it: the larger of the two counts (usually the text is its
+                 * dump). */
+                size_t sbytes = json_dumpb(structured, NULL, 0, JSON_COMPACT);
+                if (sbytes > len)
+                        other_bytes += sbytes - len;
+        } else if (structured) {
                 free(text);
                 text = json_dumps(structured, JSON_COMPACT);
                 len = text ? strlen(text) : 0;
@@ -859,13 +869,13 @@ static int convert_result(json_t *result, size_t max, struct hub_result *res)
         if (!text && !(text = strdup("")))
                 return -ENOMEM;
         res->text = text;
-        if (len + images_bytes > max) {
+        if (len + images_bytes + other_bytes > max) {
                 char note[256];
                 size_t keep = len > max ? utf8_complete_prefix(text, max) : len;
                 int n = snprintf(note, sizeof(note),
                                  "\n[airlock: the tool's result was %zu bytes, over this server's "
                                  "limit of %zu (max_result_bytes): it was cut%s]",
-                                 len + images_bytes, max,
+                                 len + images_bytes + other_bytes, max,
                                  json_array_size(res->images) ? " and its images dropped" : "");
                 char *p = realloc(text, keep + (size_t) n + 1);
                 if (!p)

@@ -222,3 +222,33 @@ Test(hub_live, long_names_in_notes_are_cut, .timeout = 60)
         free(result);
         free(big);
 }
+
+Test(hub_live, structured_content_counts_against_max_result_bytes, .timeout = 60)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_result res = { 0 };
+        struct hub *h;
+        char *result, *big = malloc(50001);
+        int r;
+
+        cr_assert(big);
+        memset(big, 'y', 50000);
+        big[50000] = '\0';
+        /* A short text, and 50 kB of structured content and of audio: over a limit of 1000. */
+        cr_assert(asprintf(&result,
+                           "{\"content\": [{\"type\": \"text\", \"text\": \"ok\"}, {\"type\": "
+                           "\"audio\", \"mimeType\": \"audio/wav\", \"data\": \"%s\"}], "
+                           "\"structuredContent\": {\"blob\": \"%s\"}}",
+                           big, big) > 0);
+        h = tiny_hub(result, 1000);
+        r = hub_call(h, "odd", NULL, 0, NULL, &res, &err);
+        cr_assert_eq(r, 0, "%d %s", r, err.msg);
+        cr_assert(res.cut, "a result of 100 kB was not cut at 1000 bytes");
+        cr_assert_null(res.structured);
+        cr_assert_null(res.content);
+        cr_assert_lt(strlen(res.text), 1000 + 256);
+        hub_result_done(&res);
+        hub_free(h);
+        free(result);
+        free(big);
+}
