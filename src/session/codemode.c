@@ -138,7 +138,7 @@ static json_t *result_value(const struct hub_result *res)
 }
 
 static int codemode_call(void *userdata, const char *name, json_t *args, uint64_t deadline_ns,
-                         json_t **ret_reply)
+                         const atomic_bool *cancel, json_t **ret_reply)
 {
         struct session *s = userdata;
         struct hub *hub = s->mgr->cfg.hub;
@@ -183,7 +183,7 @@ static int codemode_call(void *userdata, const char *name, json_t *args, uint64_
                 *ret_reply = reply_error(t ? "not_allowed" : "unknown", msg);
                 return *ret_reply ? 0 : -ENOMEM;
         }
-        r = hub_call(hub, name, args, deadline_ns, NULL, &res, &err);
+        r = hub_call(hub, name, args, deadline_ns, cancel, &res, &err);
         switch (r) {
         case 0:
                 *ret_reply = res.is_error ? reply_error("tool_error", res.text)
@@ -203,6 +203,12 @@ static int codemode_call(void *userdata, const char *name, json_t *args, uint64_
                 break;
         case -ETIMEDOUT:
                 kind = "timeout";
+                break;
+        case -ECANCELED:
+                kind = "interrupted";
+                (void) snprintf(err.msg, sizeof(err.msg),
+                                "the call to '%.100s' was cancelled: the cell was interrupted",
+                                name);
                 break;
         case -EPROTO:
                 kind = "tool_error";

@@ -921,9 +921,13 @@ static int answer_tool(struct sandbox *sb, const struct exec_request *req, json_
         else if (t0 >= deadline_ns)
                 reply = tool_error("timeout", "the cell's time ran out before the call to '%s'",
                                    name);
+        else if (atomic_load(&sb->tools_cancel))
+                reply = tool_error("interrupted", "the cell was interrupted before the call to "
+                                                  "'%s'",
+                                   name);
         else {
                 tc->calls++;
-                r = t->call(t->userdata, name, args, deadline_ns, &reply);
+                r = t->call(t->userdata, name, args, deadline_ns, &sb->tools_cancel, &reply);
                 if (r < 0)
                         reply = NULL;
         }
@@ -975,6 +979,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         }
 
         atomic_store(&sb->interrupted, false);
+        atomic_store(&sb->tools_cancel, false);
         t0 = now_ns();
         r = send_frame(sb, json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
                                      req->language ? req->language : "python", "code", req->code));
@@ -1151,6 +1156,9 @@ int sandbox_interrupt(struct sandbox *sb)
 
         if (!sb->alive || !sb->jail)
                 return -ESRCH;
+        /* A Code Mode call under way is cancelled too: the driver waits for it, not for
+         * the runner, and a slow tool must not hold an interrupted cell. */
+        atomic_store(&sb->tools_cancel, true);
         /* One SIGINT per cell: a second one could land while the runner is still turning the
          * first into a result, outside the user's code, and end the interpreter. */
         if (atomic_exchange(&sb->interrupted, true))
@@ -1169,6 +1177,7 @@ void sandbox_kill(struct sandbox *sb)
         if (!sb->jail)
                 return;
         sb->killed = true;
+        atomic_store(&sb->tools_cancel, true); /* the driver may be waiting for a tool */
         kill_internal(sb);
 }
 

@@ -11,6 +11,7 @@
 #include "profile/profile.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,12 +42,13 @@ struct exec_tools {
         /* The tools the cell's code may call: a new array of {"name", "python_name", "server",
          * "description", "inputSchema"}. NULL only when out of memory. */
         json_t *(*list)(void *userdata);
-        /* Calls tool name with args (an object, borrowed), answering by deadline_ns. Sets
+        /* Calls tool name with args (an object, borrowed), answering by deadline_ns or as soon
+         * as *cancel turns true (the cell is interrupted or its sandbox killed). Sets
          * *ret_reply to a new object: {"ok": <Python data>} or {"error": "message", "kind":
-         * "not_allowed"|"unavailable"|"invalid"|"timeout"|"tool_error"|...}. Returns 0 or
-         * -ENOMEM. */
+         * "not_allowed"|"unavailable"|"invalid"|"timeout"|"interrupted"|"tool_error"|...}.
+         * Returns 0 or -ENOMEM. */
         int (*call)(void *userdata, const char *name, json_t *args, uint64_t deadline_ns,
-                    json_t **ret_reply);
+                    const atomic_bool *cancel, json_t **ret_reply);
         void *userdata;
         unsigned max_calls;       /* per cell; 0 = EXEC_TOOLS_MAX_CALLS */
         size_t max_request_bytes; /* one call's frame; 0 = EXEC_TOOLS_REQUEST_MAX */

@@ -332,6 +332,32 @@ def test_a_slow_tool_ends_as_the_cells_timeout_and_the_session_lives(daemon, ses
         time.sleep(0.1)
 
 
+def test_an_interrupt_ends_a_slow_tool_call_at_once(daemon, sessions):
+    """POST /interrupt (also what a client that went away, a stop or the daemon's shutdown
+    sends) must not wait for the tool: the call is cancelled and the cell ends."""
+    import threading
+    sid = sessions(code_tools=["slow"])
+    run(daemon, sid, "kept = 'still here'")
+    out = {}
+    t = threading.Thread(target=lambda: out.update(res=daemon.execute(
+        sid, "import airlock_tools as t\nt.slow(seconds=60)", timeout_s=100)))
+    t0 = time.monotonic()
+    t.start()
+    deadline = time.monotonic() + 20
+    while "tools/call slow" not in fx_calls():
+        assert time.monotonic() < deadline, "the call never reached the server"
+        time.sleep(0.05)
+    r = daemon.post(f"/v1/sessions/{sid}/interrupt")
+    assert r.status_code in (200, 202, 204), daemon.why(r)
+    t.join(30)
+    took = time.monotonic() - t0
+    assert not t.is_alive() and took < 15, f"the interrupted cell took {took:.1f} s"
+    res = out["res"]
+    assert res["status"] == "error" and res["state"] == "preserved", res
+    assert any(w in json.dumps(res["error"]) for w in ("KeyboardInterrupt", "interrupted")), res
+    assert run(daemon, sid, "print(kept)")["stdout"] == "still here\n"
+
+
 def test_a_profile_caps_tool_calls_per_cell(daemon, sessions):
     sid = sessions(profile="cm-capped")
     s = daemon.get(f"/v1/sessions/{sid}").json()
