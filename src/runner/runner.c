@@ -132,12 +132,17 @@ static PyObject *channel_request(PyObject *self, PyObject *arg)
                 return out ? PyUnicode_FromString(out) : PyErr_NoMemory();
         }
         seq = ++call_seq;
-        if (json_object_set_new(req, "id", json_string(cell_id)) < 0 ||
-            json_object_set_new(req, "call", json_integer(seq)) < 0)
+        if (json_object_set_new(req, "call", json_integer(seq)) < 0)
                 return PyErr_NoMemory();
         Py_BEGIN_ALLOW_THREADS(void) pthread_mutex_lock(&channel_lock);
+        /* The id is read under the lock, with cell_running: one read before it could be the
+         * previous cell's, if the next one began while this thread waited for the lock, and
+         * the daemon drops such a frame, leaving this thread (holding the lock) and every
+         * later call and the cell's end waiting for a reply that never comes. */
         if (!atomic_load(&cell_running))
                 r = -ESRCH;
+        else if (json_object_set_new(req, "id", json_string(cell_id)) < 0)
+                r = -ENOMEM;
         else
                 r = wire_send(CTL_FD, req);
         while (r == 0) {
