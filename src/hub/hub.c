@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,6 +557,10 @@ int hub_new(const struct hub_config *cfg, const struct hub_options *opts, struct
 
         if (!h)
                 return -ENOMEM;
+        /* A stdio server that exits or closes its stdin makes our next write to it an EPIPE
+         * to report; with SIGPIPE's default action it would end the whole process (airlock
+         * tools --mcp-config did: status 141, not a word). Pipes have no MSG_NOSIGNAL. */
+        (void) signal(SIGPIPE, SIG_IGN);
         (void) pthread_mutex_init(&h->lock, NULL);
         cond_init_monotonic(&h->cond);
         h->exposed = json_array();

@@ -55,7 +55,8 @@ struct hub_options {
 };
 
 /* Starts connecting to every server in the background (cfg is copied; it may be freed after).
- * Returns 0 or -ENOMEM. Free with hub_free(), which stops the servers it started. */
+ * Sets SIGPIPE to be ignored (a server that closed its stdin is an EPIPE, not the process's
+ * end). Returns 0 or -ENOMEM. Free with hub_free(), which stops the servers it started. */
 int hub_new(const struct hub_config *cfg, const struct hub_options *opts, struct hub **ret_hub);
 
 /* Closes every connection: a stdio server gets its stdin closed, then SIGTERM, then SIGKILL

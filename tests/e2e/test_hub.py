@@ -10,6 +10,7 @@ import base64
 import json
 import re
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -490,6 +491,27 @@ def test_cli_tools_with_a_config(tmp_path):
     assert _table_row(p.stdout, "echo")[1:] == ["one", "ready"]
     gone = _table_row(p.stdout, "gone")
     assert gone[1] == "stdio" and "cannot run /nonexistent/airlock-hub-test" in gone[2]
+
+
+def test_cli_tools_survives_a_server_that_exits_after_initialize(tmp_path):
+    """The write that follows finds the server's stdin closed: an EPIPE to report, not a
+    SIGPIPE that ends `airlock tools` without a word (exit status 141)."""
+    answers_then_closes = (
+        "import json, os, sys\n"
+        "m = json.loads(sys.stdin.readline())\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {\n"
+        "    'protocolVersion': '2025-06-18', 'capabilities': {'tools': {}},\n"
+        "    'serverInfo': {'name': 'bye', 'version': '1'}}}), flush=True)\n"
+        "os.close(0)\n"
+        "os._exit(0)\n")
+    config = write_config(tmp_path / "mcp.json",
+                          {"one": fixture(allowed_tools=["echo"]),
+                           "bye": {"command": sys.executable,
+                                   "args": ["-c", answers_then_closes]}})
+    p = run_cli("tools", "--mcp-config", config)
+    assert p.returncode == 1, f"status {p.returncode}: {p.stderr}"
+    assert _table_row(p.stdout, "echo")[1:] == ["one", "ready"]
+    assert _table_row(p.stdout, "bye")[2].startswith("unavailable"), p.stdout
 
 
 # ---- security -------------------------------------------------------------------------------
