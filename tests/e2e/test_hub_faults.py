@@ -234,3 +234,59 @@ def test_stopping_kills_a_server_that_ignores_sigterm_within_seconds(tmp_path):
     assert rc == 0 and not problems, "\n".join(problems)
     assert time.monotonic() - t0 < 10
     assert not alive(deaf[0], st)
+
+
+# ---- what an HTTP server sends ------------------------------------------------------------
+
+def test_a_long_event_stream_line_costs_little_cpu(tmp_path):
+    """An HTTP server that answers initialize with an event stream of one 16 MiB line (no
+    newline): reading it must cost time in proportion to its size, not to its square (it took
+    half a minute of CPU, and a GET stream that sends such lines is reconnected forever)."""
+    import http.server
+    import socketserver
+    import threading
+
+    size = 16 << 20
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(6 + size))
+            self.end_headers()
+            self.wfile.write(b"data: ")
+            chunk = b"x" * 65536
+            for _ in range(size // len(chunk)):
+                self.wfile.write(chunk)
+
+        def do_GET(self):
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_DELETE = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    srv = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        path = tmp_path / "mcp.json"
+        path.write_text(json.dumps({"mcpServers": {"long": {
+            "url": f"http://127.0.0.1:{srv.server_address[1]}/mcp"}}}))
+        t0 = time.monotonic()
+        p = subprocess.run([AIRLOCK, "tools", "--mcp-config", str(path)], capture_output=True,
+                           text=True, timeout=120, env=daemon_env())
+        took = time.monotonic() - t0
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert p.returncode == 1 and "unavailable" in p.stdout, p.stdout + p.stderr
+    assert took < 10, f"reading 16 MiB took {took:.1f} s"
