@@ -943,6 +943,21 @@ static int answer_tool(struct sandbox *sb, const struct exec_request *req, json_
         if (r == 0)
                 r = ctl_send(sb, reply,
                              (deadline_ns > now_ns() ? deadline_ns : now_ns()) + 1000000000ull);
+        if (r == -E2BIG) {
+                /* Nothing was sent: the answer (a result near the 64 MiB frame cap, once
+                 * escaped; a huge tool list) is refused in its place. */
+                json_decref(reply);
+                reply = tool_error("too_large",
+                                   "the answer to this request is over the channel's limit of "
+                                   "%u bytes",
+                                   WIRE_FRAME_MAX);
+                if (reply && json_is_integer(call))
+                        (void) json_object_set(reply, "call", call);
+                r = reply && json_object_set_new(reply, "op", json_string("tool_reply")) == 0 &&
+                                    json_object_set_new(reply, "id", json_string(sb->want_id)) == 0
+                            ? ctl_send(sb, reply, now_ns() + 1000000000ull)
+                            : -ENOMEM;
+        }
         json_decref(reply);
         if (r < 0) {
                 log_warn("sandbox=%d msg=\"the runner did not take a tool reply: %s; the "
@@ -998,6 +1013,13 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                         r = answer_tool(sb, req, frame, deadline, &tc);
                         json_decref(frame);
                         frame = NULL;
+                        if (r == -EPIPE || r == -ECONNRESET) {
+                                /* The runner is gone (killed by its owner or the OOM killer
+                                 * while the tool ran, or dead): what happened to it is the
+                                 * story, not the reply. */
+                                o = DRIVE_EXITED;
+                                break;
+                        }
                         if (r < 0) {
                                 /* Nothing more is answered: the frames still queued are the
                                  * flood that broke the channel. */

@@ -358,6 +358,28 @@ def test_an_interrupt_ends_a_slow_tool_call_at_once(daemon, sessions):
     assert run(daemon, sid, "print(kept)")["stdout"] == "still here\n"
 
 
+def test_a_session_deleted_during_a_tool_call_says_so(daemon, sessions):
+    """Not the message for code that forges Code Mode requests and leaves their replies
+    unread: the reply could not be delivered because the sandbox is gone."""
+    import threading
+    sid = sessions(code_tools=["slow"])
+    before = fx_calls().count("tools/call slow")
+    out = {}
+    t = threading.Thread(target=lambda: out.update(res=daemon.execute(
+        sid, "import airlock_tools as t\nt.slow(seconds=60)", timeout_s=100)))
+    t.start()
+    deadline = time.monotonic() + 20
+    while fx_calls().count("tools/call slow") == before:
+        assert time.monotonic() < deadline, "the call never reached the server"
+        time.sleep(0.05)
+    daemon.delete_session(sid)
+    t.join(30)
+    assert not t.is_alive(), "the cell of a deleted session went on"
+    res = out["res"]
+    assert res["status"] == "killed", res
+    assert "destroyed" in res["error"]["value"], res["error"]
+
+
 def test_a_profile_caps_tool_calls_per_cell(daemon, sessions):
     sid = sessions(profile="cm-capped")
     s = daemon.get(f"/v1/sessions/{sid}").json()
