@@ -401,8 +401,13 @@ static int connect_server(struct server *s, struct conn **ret_conn, struct airlo
         if (r == 0 &&
             !json_is_object(json_object_get(json_object_get(result, "capabilities"), "tools")))
                 r = airlock_error_set(err, -EPROTO, "the server offers no tools");
-        if (r == 0)
+        if (r == 0) {
                 r = c->ops->notify(c, "notifications/initialized", NULL);
+                if (r < 0)
+                        r = airlock_error_set(err, r,
+                                              "sending notifications/initialized failed: %s",
+                                              strerror(-r));
+        }
         if (r < 0) {
                 c->ops->abort(c, "the server failed to start");
                 c->ops->close(c);

@@ -512,6 +512,7 @@ def test_cli_tools_survives_a_server_that_exits_after_initialize(tmp_path):
     assert p.returncode == 1, f"status {p.returncode}: {p.stderr}"
     assert _table_row(p.stdout, "echo")[1:] == ["one", "ready"]
     assert _table_row(p.stdout, "bye")[2].startswith("unavailable"), p.stdout
+    assert "notifications/initialized failed" in p.stdout, "the reason is given"
 
 
 # ---- security -------------------------------------------------------------------------------
