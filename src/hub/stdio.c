@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STDERR_LINE_MAX 400
@@ -106,7 +107,14 @@ static int send_line(struct stdio_conn *c, json_t *msg, uint64_t deadline_ns)
         len = strlen(text);
         text[len] = '\n'; /* json_dumps never puts a newline inside compact JSON */
         len++;
-        (void) pthread_mutex_lock(&c->write_lock);
+        /* Another caller may be waiting for the server to read: wait no longer than our own
+         * deadline for our turn. */
+        {
+                struct timespec ts = { .tv_sec = (time_t) (deadline_ns / 1000000000u),
+                                       .tv_nsec = (long) (deadline_ns % 1000000000u) };
+                if (pthread_mutex_clocklock(&c->write_lock, CLOCK_MONOTONIC, &ts) != 0)
+                        return -ETIMEDOUT;
+        }
         while (off < len) {
                 ssize_t n;
                 if (c->in_fd < 0) {
@@ -130,6 +138,14 @@ static int send_line(struct stdio_conn *c, json_t *msg, uint64_t deadline_ns)
                 break;
         }
         (void) pthread_mutex_unlock(&c->write_lock);
+        if (r < 0 && off > 0 && off < len) {
+                /* Half a line went in: whatever we send next would be glued to it. The
+                 * connection is over; the supervisor starts the server again. */
+                uint64_t one = 1;
+                rpc_table_close(&c->rpc, "a message to the server was cut half-way (it stopped "
+                                         "reading its input)");
+                (void) write(c->stop_fd, &one, sizeof(one));
+        }
         return r;
 }
 
