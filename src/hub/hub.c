@@ -919,8 +919,24 @@ static void names_list(struct hub *h, char *buf, size_t size)
         }
 }
 
-int hub_call(struct hub *h, const char *name, json_t *args, uint64_t deadline_ns,
-             const atomic_bool *cancel, struct hub_result *ret_res, struct airlock_error *err)
+/* Whether entry e is still the tool the caller decided on (same server, same tool, same
+ * approval): the registry may have changed between the caller's check and the call. */
+static bool still_the_same(json_t *e, const json_t *expect)
+{
+        static const char *const keys[] = { "server", "tool", "require_approval" };
+
+        if (!expect)
+                return true;
+        for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
+                if (!json_equal(json_object_get(e, keys[i]),
+                                json_object_get((json_t *) expect, keys[i])))
+                        return false;
+        return true;
+}
+
+int hub_call(struct hub *h, const char *name, const json_t *expect, json_t *args,
+             uint64_t deadline_ns, const atomic_bool *cancel, struct hub_result *ret_res,
+             struct airlock_error *err)
 {
         _cleanup_(json_decrefp) json_t *params = NULL, *result = NULL, *schema = NULL,
                                        *empty = json_object();
@@ -941,6 +957,14 @@ int hub_call(struct hub *h, const char *name, json_t *args, uint64_t deadline_ns
                 return airlock_error_set(err, -ENOENT, "there is no internal tool called '%s'%s%s",
                                          name, names[0] ? " (there are: " : "",
                                          names[0] ? names : "");
+        }
+        if (!still_the_same(e, expect)) {
+                (void) pthread_mutex_unlock(&h->lock);
+                return airlock_error_set(err, -ENOENT,
+                                         "the internal tool '%s' changed while it was being "
+                                         "called (its server's tools changed); list the tools "
+                                         "again",
+                                         name);
         }
         s = server_of_entry(h, e);
         tool = strdup(json_string_value(json_object_get(e, "tool")));

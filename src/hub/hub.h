@@ -110,7 +110,10 @@ struct hub_result {
 
 void hub_result_done(struct hub_result *res);
 
-/* Calls tool name (the exposed name) with args (an object, borrowed; NULL = {}). Waits until
+/* Calls tool name (the exposed name) with args (an object, borrowed; NULL = {}). expect (may
+ * be NULL) is the entry of hub_tool() the caller checked its policy against: when name now
+ * names another tool (another server, another approval), the call is refused (-ENOENT). Waits
+ * until
  * the answer, the server's timeout_ms, deadline_ns (CLOCK_MONOTONIC, 0 = none) or *cancel
  * (may be NULL) turning true. Returns 0 with *ret_res filled (a tool error is res->is_error),
  * or with err saying why for the caller to show:
@@ -121,8 +124,9 @@ void hub_result_done(struct hub_result *res);
  *   -ECANCELED  *cancel turned true;
  *   -EPROTO     the server answered a JSON-RPC error (err holds its message) or nonsense;
  *   -ENOMEM. */
-int hub_call(struct hub *h, const char *name, json_t *args, uint64_t deadline_ns,
-             const atomic_bool *cancel, struct hub_result *ret_res, struct airlock_error *err);
+int hub_call(struct hub *h, const char *name, const json_t *expect, json_t *args,
+             uint64_t deadline_ns, const atomic_bool *cancel, struct hub_result *ret_res,
+             struct airlock_error *err);
 
 /* Turns a tool name into a Python identifier the way Code Mode does ("get-user" ->
  * "get_user", "2fa" -> "_2fa", "class" -> "class_"), for descriptions shown to a model.

@@ -183,7 +183,7 @@ static int codemode_call(void *userdata, const char *name, json_t *args, uint64_
                 *ret_reply = reply_error(t ? "not_allowed" : "unknown", msg);
                 return *ret_reply ? 0 : -ENOMEM;
         }
-        r = hub_call(hub, name, args, deadline_ns, cancel, &res, &err);
+        r = hub_call(hub, name, t, args, deadline_ns, cancel, &res, &err);
         switch (r) {
         case 0:
                 *ret_reply = res.is_error ? reply_error("tool_error", res.text)

@@ -89,7 +89,7 @@ int tools_internal_call(struct hub *hub, const char *name, json_t *args, uint64_
 
         if (!t)
                 return -ENOENT;
-        r = hub_call(hub, name, args, deadline_ns, NULL, &hr, &err);
+        r = hub_call(hub, name, t, args, deadline_ns, NULL, &hr, &err);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

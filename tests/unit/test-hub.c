@@ -213,7 +213,7 @@ Test(hub_live, long_names_in_notes_are_cut, .timeout = 60)
                            "\"uri\": \"https://h/%s\", \"name\": \"n\"}]}",
                            big, big) > 0);
         h = tiny_hub(result, 1024 * 1024);
-        r = hub_call(h, "odd", NULL, 0, NULL, &res, &err);
+        r = hub_call(h, "odd", NULL, NULL, 0, NULL, &res, &err);
         cr_assert_eq(r, 0, "%d %s", r, err.msg);
         cr_assert(strncmp(res.text, "[content of type xxx", 20) == 0, "%.60s", res.text);
         cr_assert_lt(strlen(res.text), 2 * 512, "notes of %zu bytes", strlen(res.text));
@@ -241,7 +241,7 @@ Test(hub_live, structured_content_counts_against_max_result_bytes, .timeout = 60
                            "\"structuredContent\": {\"blob\": \"%s\"}}",
                            big, big) > 0);
         h = tiny_hub(result, 1000);
-        r = hub_call(h, "odd", NULL, 0, NULL, &res, &err);
+        r = hub_call(h, "odd", NULL, NULL, 0, NULL, &res, &err);
         cr_assert_eq(r, 0, "%d %s", r, err.msg);
         cr_assert(res.cut, "a result of 100 kB was not cut at 1000 bytes");
         cr_assert_null(res.structured);
@@ -251,4 +251,32 @@ Test(hub_live, structured_content_counts_against_max_result_bytes, .timeout = 60
         hub_free(h);
         free(result);
         free(big);
+}
+
+/* A caller checks its policy against one tool and calls by name: when the name came to mean
+ * another tool meanwhile (another server, another approval), the call is refused. */
+Test(hub_live, a_call_is_refused_when_the_name_means_another_tool, .timeout = 60)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_result res = { 0 };
+        struct hub *h =
+                tiny_hub("{\"content\": [{\"type\": \"text\", \"text\": \"ok\"}]}", 1024 * 1024);
+        json_t *checked = hub_tool(h, "odd");
+        int r;
+
+        cr_assert_not_null(checked);
+        r = hub_call(h, "odd", checked, NULL, 0, NULL, &res, &err);
+        cr_assert_eq(r, 0, "%d %s", r, err.msg);
+        cr_assert_str_eq(res.text, "ok");
+        hub_result_done(&res);
+
+        json_object_set_new(checked, "server", json_string("elsewhere"));
+        r = hub_call(h, "odd", checked, NULL, 0, NULL, &res, &err);
+        cr_assert_eq(r, -ENOENT);
+        cr_assert(strstr(err.msg, "changed while it was being called"), "%s", err.msg);
+        json_object_set_new(checked, "server", json_string("tiny"));
+        json_object_set_new(checked, "require_approval", json_string("always"));
+        cr_assert_eq(hub_call(h, "odd", checked, NULL, 0, NULL, &res, &err), -ENOENT);
+        json_decref(checked);
+        hub_free(h);
 }
