@@ -15,6 +15,7 @@
 #include "chat/suspend.h"
 #include "hub/hub.h"
 #include "openai/openai.h"
+#include "responses/responses.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -462,6 +463,7 @@ int cmd_serve(int argc, char **argv)
         struct session_manager *mgr = NULL;
         struct openai *openai = NULL;
         struct api_server *srv = NULL;
+        struct responses *responses = NULL;
         struct hub *hub = NULL;
         struct api_listen l;
         enum jail_isolation mode;
@@ -592,6 +594,16 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
 
+        /* POST /v1/responses: its stored responses survive a restart in the state directory. */
+        r = responses_new(
+                &(struct responses_config){
+                        .chat = &gateway, .mgr = mgr, .openai = openai, .state_dir = state_dir },
+                &responses, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: %s\n", err.msg);
+                goto out;
+        }
+
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(
                 &(struct api_config){ .listen = a.listen,
@@ -600,6 +612,7 @@ int cmd_serve(int argc, char **argv)
                                       .mgr = mgr,
                                       .chat = &gateway,
                                       .openai = openai,
+                                      .responses = responses,
                                       .hub = hub,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
@@ -614,8 +627,8 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "airlock: listening on %s\n", api_server_url(srv));
         if (gateway.base_url)
                 fprintf(stderr,
-                        "airlock: chat gateway at /v1/chat/completions -> %s (model %s, %u "
-                        "rounds%s)\n",
+                        "airlock: chat gateway at /v1/chat/completions and /v1/responses -> %s "
+                        "(model %s, %u rounds%s)\n",
                         gateway.base_url, gateway.model ? gateway.model : "from the request",
                         gateway.max_rounds,
                         gateway.require_approval ? ", code needs approval" : "");
@@ -643,6 +656,7 @@ int cmd_serve(int argc, char **argv)
         status = 0;
 out:
         api_server_free(srv);
+        responses_free(responses);
         openai_free(openai);
         session_manager_free(mgr);
         hub_free(hub);
