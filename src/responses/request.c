@@ -647,6 +647,9 @@ int responses_plan_parse(json_t *body, const char *default_model, struct respons
                 return fail(err, "input", "input is required: a string or an array of items");
         if (!json_is_string(input) && !json_is_array(input))
                 return want(err, "input", input, false, "a string or an array of items");
+        if (json_is_array(input) && json_array_size(input) == 0 &&
+            !json_is_string(member(body, "previous_response_id")))
+                return fail(err, "input", "input is empty: give the model something to answer");
         if (json_is_array(input) && json_array_size(input) > RESPONSES_INPUT_MAX)
                 return fail(err, "input", "input has more than %d items", RESPONSES_INPUT_MAX);
         p.input = input;

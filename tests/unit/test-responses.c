@@ -117,6 +117,7 @@ Test(request, refusals_name_the_parameter)
                   "\"auto\", \"tools\": [{\"type\": \"web_search\"}]}}",
                   "tool_choice.tools[0]", "web_search" },
                 { "{\"input\": \"x\", \"store\": \"yes\"}", "store", "boolean" },
+                { "{\"input\": []}", "input", "empty" },
                 { "{\"input\": \"x\", \"model\": \"\"}", "model", "non-empty" },
                 { "{\"input\": \"x\", \"metadata\": {\"a\": \"1\", \"b\": \"2\", \"c\": \"3\", "
                   "\"d\": \"4\", \"e\": \"5\", \"f\": \"6\", \"g\": \"7\", \"h\": \"8\", \"i\": "
