@@ -24,7 +24,8 @@ struct api_server {
         struct conn_guard *guard; /* request deadlines, room for new connections */
         struct session_manager *mgr;
         const struct chat_gateway_config *chat; /* borrowed; NULL = the gateway is off */
-        struct openai *openai; /* /v1/files and /v1/containers (borrowed); NULL = off */
+        struct openai *openai;       /* /v1/files and /v1/containers (borrowed); NULL = off */
+        struct responses *responses; /* /v1/responses (borrowed); NULL = off */
         struct tools_backend *tools_backend; /* the MCP sessions' sandboxes, on mgr */
         struct hub *hub;                     /* internal tools (borrowed); NULL = none */
         struct mcp_http *mcp;                /* /mcp: the MCP sessions */
@@ -139,6 +140,10 @@ int api_handle_file_delete(struct api_request *req);       /* routes-files.c */
 int api_handle_chat_completions(struct api_request *req);  /* routes-chat.c */
 int api_handle_tools(struct api_request *req);             /* routes-tools.c */
 int api_handle_mcp(struct api_request *req);               /* routes-mcp.c */
+int api_handle_resp_create(struct api_request *req);       /* routes-responses.c */
+int api_handle_resp_get(struct api_request *req);          /* routes-responses.c */
+int api_handle_resp_delete(struct api_request *req);       /* routes-responses.c */
+int api_handle_resp_items(struct api_request *req);        /* routes-responses.c */
 int api_handle_container_create(struct api_request *req);  /* routes-containers.c */
 int api_handle_container_list(struct api_request *req);    /* routes-containers.c */
 int api_handle_container_get(struct api_request *req);     /* routes-containers.c */

@@ -13,6 +13,7 @@ struct api_server;
 struct chat_gateway_config;
 struct hub;
 struct openai;
+struct responses;
 struct session_manager;
 
 struct api_config {
@@ -27,6 +28,9 @@ struct api_config {
         /* /v1/files and /v1/containers (docs/RESPONSES.md); borrowed, must outlive the server;
          * NULL = those routes answer 503. Its upload limit applies to their uploads. */
         struct openai *openai;
+        /* POST /v1/responses and its GET, DELETE, input_items (docs/RESPONSES.md); borrowed,
+         * must outlive the server; NULL = those routes answer 503. */
+        struct responses *responses;
         /* Internal tools (--mcp-config), offered at /mcp and GET /v1/tools; borrowed, must
          * outlive the server; NULL = none. */
         struct hub *hub;

@@ -12,6 +12,7 @@
 #include "base/utf8.h"
 #include "base/util.h"
 #include "json-body.h"
+#include "reply-queue.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -111,18 +112,10 @@ static int reply_exec_failure(struct api_request *req, int r, const struct airlo
         return api_reply_error(req, f.status, f.field, "%s", f.msg);
 }
 
-struct stream_line {
-        struct stream_line *next;
-        size_t len;
-        char data[];
-};
-
 struct exec_stream {
         pthread_mutex_t lock;
-        pthread_cond_t cond; /* any change below */
-        struct stream_line *head, *tail, *cur;
-        size_t cur_off;
-        size_t queued;            /* bytes in head..tail */
+        pthread_cond_t cond;      /* any change below */
+        struct reply_queue q;     /* the events, the connection (q.conn: NULL once gone) */
         size_t n_output;          /* stdout/stderr events so far */
         bool done;                /* the worker queued its last event */
         bool closed;              /* the client is gone: output is dropped */
@@ -139,19 +132,12 @@ struct exec_stream {
         struct exec_request req;
         struct exec_sink sink;
         int client_fd;
-        struct MHD_Connection *conn; /* NULL once the reply is gone */
-        bool suspended;              /* the reader found nothing and suspended conn */
-        unsigned refs;               /* the reply (or the handler before it), worker, watcher */
+        unsigned refs; /* the reply (or the handler before it), worker, watcher */
 };
 
 static void stream_destroy(struct exec_stream *st)
 {
-        free(st->cur);
-        while (st->head) {
-                struct stream_line *next = st->head->next;
-                free(st->head);
-                st->head = next;
-        }
+        reply_queue_done(&st->q);
         session_unref(st->session);
         json_decref(st->root);
         pthread_cond_destroy(&st->cond);
@@ -174,11 +160,7 @@ static void stream_release(struct exec_stream *st)
 static void stream_wake_locked(struct exec_stream *st)
 {
         pthread_cond_broadcast(&st->cond);
-        if (st->suspended && st->conn) {
-                st->suspended = false;
-                MHD_resume_connection(st->conn);
-                api_resumed(st->srv);
-        }
+        reply_queue_wake_locked(&st->q);
 }
 
 /* The reply is done with the stream (sent, or the connection closed): libmicrohttpd's free
@@ -190,7 +172,7 @@ static void stream_reply_gone(void *userdata)
 
         pthread_mutex_lock(&st->lock);
         st->closed = true;
-        st->conn = NULL;
+        st->q.conn = NULL;
         running = !st->done;
         pthread_cond_broadcast(&st->cond);
         pthread_mutex_unlock(&st->lock);
@@ -205,31 +187,17 @@ static void stream_reply_gone(void *userdata)
 static void stream_push_locked(struct exec_stream *st, json_t *event)
 {
         char *text;
-        size_t len;
-        struct stream_line *l;
 
         if (!event)
                 return;
         text = json_dumps(event, JSON_COMPACT | JSON_ENSURE_ASCII); /* no raw C1 controls */
         json_decref(event);
-        if (!text)
-                return;
-        len = strlen(text);
-        l = malloc(sizeof(*l) + len + 1);
-        if (l) {
-                memcpy(l->data, text, len);
-                l->data[len] = '\n';
-                l->len = len + 1;
-                l->next = NULL;
-                if (st->tail)
-                        st->tail->next = l;
-                else
-                        st->head = l;
-                st->tail = l;
-                st->queued += l->len;
-        }
+        if (text)
+                (void) reply_queue_push_locked(
+                        &st->q, (struct iovec[]){ { text, strlen(text) }, { (char *) "\n", 1 } },
+                        2);
         free(text);
-        stream_wake_locked(st);
+        pthread_cond_broadcast(&st->cond);
 }
 
 /* The text of stream's pending bytes plus data that ends on a character boundary; the rest is
@@ -268,7 +236,7 @@ static void stream_on_output(void *userdata, int stream, const char *data, size_
         pthread_mutex_lock(&st->lock);
         text = st->closed ? NULL : stream_text_locked(st, stream, data, len, false);
         /* Back-pressure: the cell's output waits for the client rather than piling up. */
-        while (text && st->queued > STREAM_QUEUE_MAX && !st->closed)
+        while (text && st->q.queued > STREAM_QUEUE_MAX && !st->closed)
                 pthread_cond_wait(&st->cond, &st->lock);
         if (text && !st->closed) {
                 stream_push_locked(st, json_pack("{s:s, s:s}", "type",
@@ -369,7 +337,7 @@ static void *stream_watcher(void *userdata)
                 /* Polled under the lock: the reply (which holds it to let go) is still there,
                  * so the connection and its descriptor are too. */
                 if (pthread_cond_timedwait(&st->cond, &st->lock, &deadline) == ETIMEDOUT &&
-                    st->conn && client_gone(st->client_fd)) {
+                    st->q.conn && client_gone(st->client_fd)) {
                         st->closed = true;
                         gone = true;
                         stream_wake_locked(st);
@@ -385,49 +353,15 @@ static void *stream_watcher(void *userdata)
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct exec_stream *st = cls;
-        ssize_t n = 0;
+        bool took;
+        ssize_t n;
 
         (void) pos;
         pthread_mutex_lock(&st->lock);
-        for (;;) {
-                if (st->cur) {
-                        size_t left = st->cur->len - st->cur_off;
-                        size_t take = left < max ? left : max;
-
-                        memcpy(buf, st->cur->data + st->cur_off, take);
-                        st->cur_off += take;
-                        if (st->cur_off == st->cur->len) {
-                                free(st->cur);
-                                st->cur = NULL;
-                        }
-                        n = (ssize_t) take;
-                        break;
-                }
-                if (st->head) {
-                        st->cur = st->head;
-                        st->cur_off = 0;
-                        st->head = st->head->next;
-                        if (!st->head)
-                                st->tail = NULL;
-                        st->queued -= st->cur->len;
-                        pthread_cond_broadcast(&st->cond);
-                        continue;
-                }
-                if (st->done) {
-                        n = MHD_CONTENT_READER_END_OF_STREAM;
-                        break;
-                }
-                if (st->closed) {
-                        n = MHD_CONTENT_READER_END_WITH_ERROR;
-                        break;
-                }
-                /* Nothing yet: the worker's next event resumes the connection. */
-                st->suspended = true;
-                api_suspended(st->srv);
-                MHD_suspend_connection(st->conn);
-                n = 0;
-                break;
-        }
+        n = reply_queue_read_locked(&st->q, buf, max, st->done, st->closed, &took);
+        /* Room again for a cell whose output waits on a slow client. */
+        if (took)
+                pthread_cond_broadcast(&st->cond);
         pthread_mutex_unlock(&st->lock);
         return n;
 }
@@ -478,7 +412,7 @@ static int stream_start(struct api_request *req, struct session *session, json_t
         st->req.sink = &st->sink;
         ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         st->client_fd = ci ? ci->connect_fd : -EBADF;
-        st->conn = req->conn;
+        reply_queue_init(&st->q, req->srv, req->conn);
         st->refs = 2; /* this handler, then the reply; the worker */
 
         pthread_attr_init(&detached);
@@ -496,7 +430,7 @@ static int stream_start(struct api_request *req, struct session *session, json_t
          * failure becomes the stream's last event. */
         deadline_in(&deadline, STREAM_START_WAIT_MS);
         pthread_mutex_lock(&st->lock);
-        while (!st->head && !st->done)
+        while (!st->q.head && !st->done)
                 if (pthread_cond_timedwait(&st->cond, &st->lock, &deadline) == ETIMEDOUT)
                         break;
         if (st->done && st->rc < 0 && st->n_output == 0) {

@@ -65,7 +65,15 @@ static const struct api_route routes[] = {
         { "POST", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
         { "DELETE", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
         { "GET", "/mcp", api_handle_mcp, true, API_JSON_BODY_MAX },
-        /* OpenAI's Files and Containers APIs (docs/RESPONSES.md). */
+        /* OpenAI's Responses, Files and Containers APIs (docs/RESPONSES.md). */
+        { "POST", "/v1/responses", api_handle_resp_create, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "GET", "/v1/responses/{id}", api_handle_resp_get, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "DELETE", "/v1/responses/{id}", api_handle_resp_delete, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
+        { "GET", "/v1/responses/{id}/input_items", api_handle_resp_items, true, API_JSON_BODY_MAX,
+          API_ROUTE_OPENAI },
         { "POST", "/v1/files", api_handle_ofile_create, true, API_JSON_BODY_MAX,
           API_ROUTE_OPENAI | API_ROUTE_UPLOAD },
         { "GET", "/v1/files", api_handle_ofile_list, true, API_JSON_BODY_MAX, API_ROUTE_OPENAI },
@@ -693,6 +701,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->mgr = cfg->mgr;
         srv->chat = cfg->chat;
         srv->openai = cfg->openai;
+        srv->responses = cfg->responses;
         srv->hub = cfg->hub;
         srv->mode = cfg->mode;
         atomic_init(&srv->next_req, 1);

@@ -9,10 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fail(struct caller_tools_error *err, const char *param, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+#define fail caller_tools_fail
 
-static int fail(struct caller_tools_error *err, const char *param, const char *fmt, ...)
+int caller_tools_fail(struct caller_tools_error *err, const char *param, const char *fmt, ...)
 {
         va_list ap;
 
@@ -23,7 +22,7 @@ static int fail(struct caller_tools_error *err, const char *param, const char *f
         return -EINVAL;
 }
 
-static bool name_is_valid(const char *name)
+bool caller_tool_name_is_valid(const char *name)
 {
         size_t n = strlen(name);
 
@@ -113,7 +112,7 @@ int caller_tools_check(json_t *tools, json_t *declared, struct caller_tools_erro
                                     "%s.function must be an object with a 'name', not %s", param,
                                     fn ? json_type_name(fn) : "missing");
                 name = json_string_value(json_object_get(fn, "name"));
-                if (!name || !name_is_valid(name))
+                if (!name || !caller_tool_name_is_valid(name))
                         return fail(err, param,
                                     "%s.function.name must be 1 to %d characters of a-z, A-Z, "
                                     "0-9, '_' and '-'",

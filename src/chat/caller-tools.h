@@ -21,6 +21,11 @@ struct caller_tools_error {
         char msg[AIRLOCK_ERROR_MAX];
 };
 
+/* Fills err (param copied, the message formatted) and returns -EINVAL, for
+ * `return caller_tools_fail(err, "tools[2]", "...", ...);`. */
+int caller_tools_fail(struct caller_tools_error *err, const char *param, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
 /* Checks tools (the request's "tools": NULL or JSON null = none). declared is the gateway's own
  * tools in OpenAI's shape (borrowed), whose names the caller's may not take. Returns 0, or
  * -EINVAL with err naming tools[i] and saying why: not an object, a type other than
@@ -37,6 +42,9 @@ int caller_tool_choice_check(json_t *tool_choice, json_t *tools, json_t *declare
 
 /* Checks parallel_tool_calls: a boolean, or NULL / JSON null. Returns 0 or -EINVAL with err. */
 int caller_parallel_check(json_t *parallel, struct caller_tools_error *err);
+
+/* Whether name is a valid function name: 1 to CALLER_TOOL_NAME_MAX of a-z, A-Z, 0-9, '_', '-'. */
+bool caller_tool_name_is_valid(const char *name);
 
 /* Whether tools (checked, or NULL) declares a function called name. */
 bool caller_tools_has(json_t *tools, const char *name);

@@ -52,6 +52,9 @@ struct chat_hooks {
          * turn with CHAT_NEEDS_APPROVAL instead (the gateway). */
         enum chat_approval (*approve)(void *userdata, const char *tool, const char *code,
                                       json_t *args);
+        /* Told about each answer of the endpoint (its first choice's message, borrowed) before
+         * any of its tool calls runs, the final answer included. May be NULL. */
+        void (*on_answer)(void *userdata, json_t *message);
         /* Told before each tool call runs (args already validated JSON, or NULL when they
          * were malformed). May be NULL. */
         void (*on_call)(void *userdata, const char *tool, json_t *args);
@@ -90,6 +93,10 @@ struct chat_options {
          * null for the others. */
         bool resume;
         json_t *decisions;
+        /* The names of the toolbox's tools declared to the model, NULL-terminated (borrowed);
+         * NULL = every tool of the toolbox. A call of another one is answered as a call of a
+         * tool that does not exist, and never runs (the Responses API offers run_python only). */
+        const char *const *only_tools;
 };
 
 enum chat_outcome {

@@ -342,7 +342,8 @@ int chat_gateway_prepare(const struct chat_gateway_config *cfg, json_t *body,
         return 1;
 }
 
-static int upstream_error(struct chat_gateway_reply *ret, int r, const struct llm_error *err)
+int chat_gateway_reply_upstream_error(struct chat_gateway_reply *ret, int r,
+                                      const struct llm_error *err)
 {
         switch (r) {
         case -ECONNREFUSED:
@@ -636,7 +637,7 @@ int chat_gateway_run(const struct chat_gateway_config *cfg, struct tools_backend
                  * SDKs retry a 5xx or a timeout on their own). */
                 if (taken && json_array_size(messages) == segment_start)
                         (void) continuation_put_back(cfg->suspended, plan->cont->turn);
-                r = upstream_error(ret, r, &err);
+                r = chat_gateway_reply_upstream_error(ret, r, &err);
                 if (r >= 0)
                         error_with_session(ret);
         } else {

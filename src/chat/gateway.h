@@ -15,6 +15,7 @@
 
 struct hub;
 struct continuation;
+struct llm_error;
 struct suspend_store;
 struct tools_backend;
 
@@ -90,6 +91,12 @@ int chat_gateway_run(const struct chat_gateway_config *cfg, struct tools_backend
 int chat_gateway_reply_error(struct chat_gateway_reply *ret, unsigned status, const char *type,
                              const char *param, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
+
+/* Fills ret with the error for a failed chat_run() (r and err as it returned them): the
+ * upstream unreachable 502, its timeout 504, its own refusal of the request with its status,
+ * a broken upstream 502, shutdown 503 (see docs/CHAT.md "Errors"). Returns 0 or -ENOMEM. */
+int chat_gateway_reply_upstream_error(struct chat_gateway_reply *ret, int r,
+                                      const struct llm_error *err);
 
 void chat_gateway_reply_done(struct chat_gateway_reply *reply);
 

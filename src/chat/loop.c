@@ -87,6 +87,17 @@ static const char *call_code(const char *name, json_t *args)
         return NULL;
 }
 
+/* Whether opts lets the model see the toolbox's tool name (chat_options.only_tools). */
+static bool tool_offered(const struct chat_options *opts, const char *name)
+{
+        if (!opts->only_tools)
+                return true;
+        for (const char *const *n = opts->only_tools; *n; n++)
+                if (strcmp(*n, name) == 0)
+                        return true;
+        return false;
+}
+
 /* "run_python, run_shell, ..., the caller's tools" for telling the model which tools exist. */
 static void tool_names(const struct chat_options *opts, char *buf, size_t size)
 {
@@ -97,7 +108,11 @@ static void tool_names(const struct chat_options *opts, char *buf, size_t size)
 
         buf[0] = '\0';
         for (i = 0; i < n && o < size; i++) {
-                int w = snprintf(buf + o, size - o, "%s%s", i ? ", " : "", all[i]->name);
+                int w;
+
+                if (!tool_offered(opts, all[i]->name))
+                        continue;
+                w = snprintf(buf + o, size - o, "%s%s", o ? ", " : "", all[i]->name);
                 if (w < 0)
                         break;
                 o += (size_t) w;
@@ -109,7 +124,7 @@ static void tool_names(const struct chat_options *opts, char *buf, size_t size)
 
                 if (!name || o >= size)
                         break;
-                w = snprintf(buf + o, size - o, ", %s", name);
+                w = snprintf(buf + o, size - o, "%s%s", o ? ", " : "", name);
                 if (w < 0)
                         break;
                 o += (size_t) w;
@@ -157,7 +172,7 @@ static void call_parse(struct call *c, json_t *tc, struct toolbox *tb,
                 return;
         }
         t = tools_find(c->name);
-        if (!t && !toolbox_has_tool(tb, c->name)) {
+        if ((!t && !toolbox_has_tool(tb, c->name)) || !tool_offered(opts, c->name)) {
                 (void) snprintf(c->problem, sizeof(c->problem),
                                 "error: there is no tool named '%.100s'; the tools are: %s",
                                 c->name, names);
@@ -603,10 +618,20 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
         tools = toolbox_declarations(tb, TOOLS_FORMAT_OPENAI);
         if (!calls || !tools)
                 return -ENOMEM;
+        for (i = json_array_size(tools); opts->only_tools && i-- > 0;) {
+                json_t *fn = json_object_get(json_array_get(tools, i), "function");
+                const char *name = json_string_value(json_object_get(fn, "name"));
+
+                if ((!name || !tool_offered(opts, name)) && json_array_remove(tools, i) < 0)
+                        return -ENOMEM;
+        }
         json_array_foreach (opts->caller_tools, i, t)
                 if (json_array_append(tools, t) < 0)
                         return -ENOMEM;
-        if (json_object_set(request, "tools", tools) < 0)
+        /* OpenAI refuses an empty "tools": a request that offers none sends none. */
+        if (json_array_size(tools) == 0)
+                (void) json_object_del(request, "tools");
+        else if (json_object_set(request, "tools", tools) < 0)
                 return -ENOMEM;
         if (opts->model && json_object_set_new(request, "model", json_string(opts->model)) < 0)
                 return -ENOMEM;
@@ -652,6 +677,8 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
                         return -ENOMEM;
                 msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0),
                                       "message");
+                if (opts->hooks && opts->hooks->on_answer)
+                        opts->hooks->on_answer(opts->hooks->userdata, msg);
                 if (!has_tool_calls(msg)) {
                         json_t *content = json_object_get(msg, "content");
                         json_t *final = json_pack("{s:s, s:O}", "role", "assistant", "content",

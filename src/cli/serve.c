@@ -15,6 +15,7 @@
 #include "chat/suspend.h"
 #include "hub/hub.h"
 #include "openai/openai.h"
+#include "responses/responses.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -76,7 +77,8 @@ static const char serve_help[] =
         "      --keepalive-timeout S  an idle keep-alive connection is closed after this\n"
         "                          long without traffic (default 5m)\n"
         "\n"
-        "The chat-completions gateway (POST /v1/chat/completions, docs/CHAT.md):\n"
+        "The model behind POST /v1/chat/completions (docs/CHAT.md) and POST\n"
+        "/v1/responses (docs/RESPONSES.md):\n"
         "      --llm-base-url URL  the upstream endpoint; also AIRLOCK_LLM_BASE_URL (off\n"
         "                          without one)\n"
         "      --llm-model NAME    model for requests that name none; also AIRLOCK_LLM_MODEL\n"
@@ -84,7 +86,8 @@ static const char serve_help[] =
         "      --llm-timeout S     longest wait for one upstream answer (default 120)\n"
         "      --chat-max-rounds N tool rounds per answer at most (default 10)\n"
         "      --chat-require-approval  run_python and run_shell wait for the client's\n"
-        "                          approval (airlock.approvals, docs/CHAT.md)\n"
+        "                          approval (airlock.approvals, docs/CHAT.md);\n"
+        "                          /v1/responses then refuses code_interpreter\n"
         "\n"
         "Internal tools (docs/TOOLS.md):\n"
         "      --mcp-config FILE   the MCP servers behind airlock, in the mcpServers JSON\n"
@@ -462,6 +465,7 @@ int cmd_serve(int argc, char **argv)
         struct session_manager *mgr = NULL;
         struct openai *openai = NULL;
         struct api_server *srv = NULL;
+        struct responses *responses = NULL;
         struct hub *hub = NULL;
         struct api_listen l;
         enum jail_isolation mode;
@@ -592,6 +596,16 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
 
+        /* POST /v1/responses: its stored responses survive a restart in the state directory. */
+        r = responses_new(
+                &(struct responses_config){
+                        .chat = &gateway, .mgr = mgr, .openai = openai, .state_dir = state_dir },
+                &responses, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: %s\n", err.msg);
+                goto out;
+        }
+
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(
                 &(struct api_config){ .listen = a.listen,
@@ -600,6 +614,7 @@ int cmd_serve(int argc, char **argv)
                                       .mgr = mgr,
                                       .chat = &gateway,
                                       .openai = openai,
+                                      .responses = responses,
                                       .hub = hub,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
@@ -614,8 +629,8 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "airlock: listening on %s\n", api_server_url(srv));
         if (gateway.base_url)
                 fprintf(stderr,
-                        "airlock: chat gateway at /v1/chat/completions -> %s (model %s, %u "
-                        "rounds%s)\n",
+                        "airlock: chat gateway at /v1/chat/completions and /v1/responses -> %s "
+                        "(model %s, %u rounds%s)\n",
                         gateway.base_url, gateway.model ? gateway.model : "from the request",
                         gateway.max_rounds,
                         gateway.require_approval ? ", code needs approval" : "");
@@ -643,6 +658,7 @@ int cmd_serve(int argc, char **argv)
         status = 0;
 out:
         api_server_free(srv);
+        responses_free(responses);
         openai_free(openai);
         session_manager_free(mgr);
         hub_free(hub);

@@ -2,13 +2,14 @@
 # airlock's MCP server against real clients from npm: the official TypeScript SDK client
 # (stdio and streamable HTTP) and the official conformance runner (server mode); with the
 # same SDK client, the MCP servers the Glue is tested with (servers.test.mjs: the example CRM
-# server and tests/e2e/mcp_fixture.py, which need no daemon); and the chat-completions gateway
+# server and tests/e2e/mcp_fixture.py, which need no daemon); the chat-completions gateway
 # against the openai client (openai-tools.test.mjs, which starts a daemon of its own pointed at
-# a fake model on loopback and stops it by its pid), and the Files and Containers APIs against
-# the same client (containers.test.mjs, a daemon of its own too). Installs the pinned packages
-# (npm ci, from the npm cache when it can), starts a daemon on a free loopback port with a
-# temporary state directory and the token it creates there, runs the node:test suites, then
-# stops the daemon (by its pid) and removes what it made.
+# a fake model on loopback and stops it by its pid); the Files and Containers APIs against the
+# same client (containers.test.mjs, a daemon of its own too); and the Responses API against
+# the openai client and the OpenAI Agents SDK (responses.test.mjs, a daemon of its own with a
+# fake model). Installs the pinned packages (npm ci, from the npm cache when it can), starts a
+# daemon on a free loopback port with a temporary state directory and the token it creates
+# there, runs the node:test suites, then stops the daemon (by its pid) and removes what it made.
 #
 #   tests/mcp/run.sh              uses $AIRLOCK_BIN, else build/src/cli/airlock
 set -euo pipefail
@@ -86,4 +87,4 @@ export AIRLOCK_TOKEN
 export AIRLOCK_PROXY_PORT=$proxy_port
 
 node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs \
-        internal-tools.test.mjs containers.test.mjs
+        internal-tools.test.mjs containers.test.mjs responses.test.mjs
