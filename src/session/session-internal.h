@@ -30,10 +30,10 @@ struct sandbox {
         int runner_pidfd; /* the Python process, when it is not the first one; else -EBADF */
         int status_fd;    /* forked sessions: where their init reports how the Python ended */
         bool alive;
-        atomic_bool interrupted; /* a SIGINT was sent during the current cell */
+        atomic_bool interrupted;  /* a SIGINT was sent during the current cell */
         atomic_bool tools_cancel; /* the cell is interrupted or the sandbox killed: a Code Mode
                                    * call under way ends now, and no new one starts */
-        bool killed;             /* killed by the driver or its owner, not dead by itself */
+        bool killed;              /* killed by the driver or its owner, not dead by itself */
         int exec_count;
         /* control-socket frame being assembled */
         char *rbuf;
