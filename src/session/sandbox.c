@@ -922,8 +922,9 @@ static int answer_tool(struct sandbox *sb, const struct exec_request *req, json_
                 reply = tool_error("timeout", "the cell's time ran out before the call to '%s'",
                                    name);
         else if (atomic_load(&sb->tools_cancel))
-                reply = tool_error("interrupted", "the cell was interrupted before the call to "
-                                                  "'%s'",
+                reply = tool_error("interrupted",
+                                   "the cell was interrupted before the call to "
+                                   "'%s'",
                                    name);
         else {
                 tc->calls++;
