@@ -97,6 +97,9 @@ struct chat_options {
          * NULL = every tool of the toolbox. A call of another one is answered as a call of a
          * tool that does not exist, and never runs (the Responses API offers run_python only). */
         const char *const *only_tools;
+        /* With only_tools: the internal tools of the toolbox's hub are offered too, but for
+         * those that need approval (a caller without an approval flow: the Responses API). */
+        bool offer_internal;
 };
 
 enum chat_outcome {

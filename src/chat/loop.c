@@ -87,11 +87,17 @@ static const char *call_code(const char *name, json_t *args)
         return NULL;
 }
 
-/* Whether opts lets the model see the toolbox's tool name (chat_options.only_tools). */
-static bool tool_offered(const struct chat_options *opts, const char *name)
+/* Whether opts lets the model see the toolbox's tool name (chat_options.only_tools and
+ * offer_internal; tb NULL: airlock's own tools only). */
+static bool tool_offered(const struct chat_options *opts, struct toolbox *tb, const char *name)
 {
+        char server[64];
+
         if (!opts->only_tools)
                 return true;
+        if (opts->offer_internal && tb && !tools_find(name) &&
+            toolbox_tool_server(tb, name, server, sizeof(server)))
+                return !toolbox_needs_approval(tb, name);
         for (const char *const *n = opts->only_tools; *n; n++)
                 if (strcmp(*n, name) == 0)
                         return true;
@@ -110,7 +116,7 @@ static void tool_names(const struct chat_options *opts, char *buf, size_t size)
         for (i = 0; i < n && o < size; i++) {
                 int w;
 
-                if (!tool_offered(opts, all[i]->name))
+                if (!tool_offered(opts, NULL, all[i]->name))
                         continue;
                 w = snprintf(buf + o, size - o, "%s%s", o ? ", " : "", all[i]->name);
                 if (w < 0)
@@ -172,7 +178,7 @@ static void call_parse(struct call *c, json_t *tc, struct toolbox *tb,
                 return;
         }
         t = tools_find(c->name);
-        if ((!t && !toolbox_has_tool(tb, c->name)) || !tool_offered(opts, c->name)) {
+        if ((!t && !toolbox_has_tool(tb, c->name)) || !tool_offered(opts, tb, c->name)) {
                 (void) snprintf(c->problem, sizeof(c->problem),
                                 "error: there is no tool named '%.100s'; the tools are: %s",
                                 c->name, names);
@@ -622,7 +628,7 @@ int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
                 json_t *fn = json_object_get(json_array_get(tools, i), "function");
                 const char *name = json_string_value(json_object_get(fn, "name"));
 
-                if ((!name || !tool_offered(opts, name)) && json_array_remove(tools, i) < 0)
+                if ((!name || !tool_offered(opts, tb, name)) && json_array_remove(tools, i) < 0)
                         return -ENOMEM;
         }
         json_array_foreach (opts->caller_tools, i, t)

@@ -319,6 +319,32 @@ static int convert_code_call(struct conv *c, json_t *item, const char *param)
         return 0;
 }
 
+/* The model's view of an earlier mcp_call (an internal tool's call, docs/TOOLS.md): the call,
+ * then its output or error as the tool's answer. */
+static int convert_mcp_call(struct conv *c, json_t *item, const char *param)
+{
+        const char *id = json_string_value(json_object_get(item, "id"));
+        const char *name = json_string_value(json_object_get(item, "name"));
+        const char *args = json_string_value(json_object_get(item, "arguments"));
+        const char *output = json_string_value(json_object_get(item, "output"));
+        const char *error = json_string_value(json_object_get(item, "error"));
+        int r;
+
+        if (!id || !*id || !name || !*name)
+                return fail(c->err, param, "%s: an mcp_call needs an id and a name", param);
+        r = add_tool_call(c, id, name, args ? args : "{}");
+        if (r < 0)
+                return r;
+        if (json_array_append_new(
+                    c->deferred,
+                    json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id", id, "content",
+                              error    ? error
+                              : output ? output
+                                       : "(the output of this call was not kept)")) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 static int convert_item(struct conv *c, json_t *item, size_t i, json_t *items)
 {
         const char *type = json_string_value(json_object_get(item, "type"));
@@ -341,6 +367,8 @@ static int convert_item(struct conv *c, json_t *item, size_t i, json_t *items)
                 r = convert_function_output(c, item, param);
         else if (strcmp(type, "code_interpreter_call") == 0)
                 r = convert_code_call(c, item, param);
+        else if (strcmp(type, "mcp_call") == 0)
+                r = convert_mcp_call(c, item, param);
         else if (strcmp(type, "item_reference") == 0)
                 return fail(c->err, param,
                             "%s: item_reference is not supported; continue a conversation with "
@@ -349,8 +377,8 @@ static int convert_item(struct conv *c, json_t *item, size_t i, json_t *items)
         else
                 return fail(c->err, param,
                             "%s: airlock does not take input items of type '%.64s' (it takes "
-                            "message, function_call, function_call_output and "
-                            "code_interpreter_call)",
+                            "message, function_call, function_call_output, "
+                            "code_interpreter_call and mcp_call)",
                             param, type);
         if (r < 0)
                 return r;

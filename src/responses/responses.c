@@ -488,6 +488,55 @@ static void on_answer(void *userdata, json_t *message)
                 (void) add_message(run, text, NULL);
 }
 
+/* An internal tool's call (docs/TOOLS.md) as the Responses API shows a call of an MCP
+ * server's tool: an mcp_call item, whose output or error comes with the result. */
+static void on_internal_call(struct run *run, const char *tool, json_t *args)
+{
+        _cleanup_free_ char *arguments = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+        char id[SUSPEND_ID_MAX], server[64];
+        json_t *item;
+        size_t index;
+
+        if (!arguments || !toolbox_tool_server(run->tb, tool, server, sizeof(server)) ||
+            make_id("mcp_", id, sizeof(id)) < 0)
+                return;
+        item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:n, s:n, s:s}", "id", id, "type", "mcp_call",
+                         "server_label", server, "name", tool, "arguments", arguments, "output",
+                         "error", "status", "in_progress");
+        if (add_item(run, item, &index) < 0)
+                return;
+        run->current = item;
+        run->current_index = index;
+        if (!run->req->sink)
+                return;
+        emit(run, "response.output_item.added",
+             json_pack("{s:I, s:O}", "output_index", (json_int_t) index, "item", item));
+        emit(run, "response.mcp_call.in_progress",
+             json_pack("{s:s, s:I}", "item_id", id, "output_index", (json_int_t) index));
+}
+
+static void on_internal_result(struct run *run, const struct tool_result *res)
+{
+        json_t *item = run->current;
+        const char *id = json_string_value(json_object_get(item, "id"));
+
+        run->current = NULL;
+        if (res->is_error)
+                (void) json_object_set_new(item, "error", json_string(res->text ?: ""));
+        else
+                (void) json_object_set_new(item, "output", json_string(res->text ?: ""));
+        (void) json_object_set_new(item, "status",
+                                   json_string(res->is_error ? "failed" : "completed"));
+        if (!run->req->sink)
+                return;
+        emit(run, res->is_error ? "response.mcp_call.failed" : "response.mcp_call.completed",
+             json_pack("{s:s, s:I}", "item_id", id, "output_index",
+                       (json_int_t) run->current_index));
+        emit(run, "response.output_item.done",
+             json_pack("{s:I, s:O}", "output_index", (json_int_t) run->current_index, "item",
+                       item));
+}
+
 static void on_call(void *userdata, const char *tool, json_t *args)
 {
         struct run *run = userdata;
@@ -497,7 +546,11 @@ static void on_call(void *userdata, const char *tool, json_t *args)
         size_t index;
 
         run->current = NULL;
-        if (strcmp(tool, RESPONSES_CODE_TOOL) != 0 || !code || make_id("ci_", id, sizeof(id)) < 0)
+        if (strcmp(tool, RESPONSES_CODE_TOOL) != 0) {
+                on_internal_call(run, tool, args);
+                return;
+        }
+        if (!code || make_id("ci_", id, sizeof(id)) < 0)
                 return;
         ensure_container(run);
         item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:n}", "id", id, "type",
@@ -625,6 +678,11 @@ static char *on_result(void *userdata, const char *tool, json_t *args,
         size_t i;
 
         (void) args;
+        if (item && strcmp(tool, RESPONSES_CODE_TOOL) != 0 &&
+            strcmp(json_string_value(json_object_get(item, "type")) ?: "", "mcp_call") == 0) {
+                on_internal_result(run, res);
+                return NULL;
+        }
         run->current = NULL;
         if (!item || strcmp(tool, RESPONSES_CODE_TOOL) != 0)
                 return NULL;
@@ -924,7 +982,8 @@ static int run_loop(struct run *run, json_t *upstream, const char *sid, json_t *
                 r = toolbox_new(&backend,
                                 &(struct toolbox_options){ .profile = chat->profile,
                                                            .session_id = *sid ? sid : NULL,
-                                                           .keep_session = true },
+                                                           .keep_session = true,
+                                                           .hub = chat->hub },
                                 &run->tb);
         if (r < 0) {
                 llm_client_free(llm);
@@ -947,7 +1006,8 @@ static int run_loop(struct run *run, json_t *upstream, const char *sid, json_t *
                              .tool_choice = run->plan->code_interpreter || run->plan->caller_tools
                                                     ? run->plan->tool_choice
                                                     : NULL,
-                             .only_tools = run->plan->code_interpreter ? code_only : none },
+                             .only_tools = run->plan->code_interpreter ? code_only : none,
+                             .offer_internal = true },
                      &turn, &err);
         if (r < 0) {
                 r = chat_gateway_reply_upstream_error(ret, r, &err);
