@@ -42,9 +42,18 @@ def test_minimal_refuses_os_via_importlib_and_dunder():
 
 
 def test_default_runs_inside_the_sandbox_only():
-    res = run('import os\nos.system("ls -a /")')
+    res = run('import os\nos.system("ls -a /")\nos.system("ls -a /mnt")\n'
+              'a, b = os.stat("/work"), os.stat("/mnt/data")\n'
+              'print("SAME" if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else "OTHER")')
     assert res.status == "ok", res.describe()
-    entries = res.out.split()
+    lines = res.out.split()
+    # ls -a / then ls -a /mnt: the root's entries end where the second "." starts.
+    second = lines.index(".", 1)
+    entries, mnt = lines[:second], lines[second:-1]
     assert "work" in entries and "usr" in entries, entries
-    for host_only in ("home", "root", "boot", "sys", "srv", "mnt", "media", "opt"):
+    for host_only in ("home", "root", "boot", "sys", "srv", "media", "opt"):
         assert host_only not in entries, f"/{host_only} visible: {entries}"
+    # /mnt is airlock's own, not the host's: it holds only data, which is /work itself (where
+    # code written for OpenAI's code interpreter keeps its files).
+    assert mnt == [".", "..", "data"], f"/mnt holds {mnt}"
+    assert lines[-1] == "SAME", res.out
