@@ -160,11 +160,13 @@ Test(hub, python_names_are_identifiers)
 /* A stdio MCP server in a few lines of Python: one tool, "odd", whose result is RESULT (a JSON
  * CallToolResult, given in the environment). */
 static const char tiny_server[] =
-        "import json, os, sys\n"
+        "import json, os, sys, time\n"
         "result = json.loads(os.environ['RESULT'])\n"
         "for line in sys.stdin:\n"
         "    m = json.loads(line)\n"
         "    if 'id' not in m: continue\n"
+        "    if m['method'] == 'tools/call' and os.environ.get('STALL'):\n"
+        "        time.sleep(3600)  # and reads no more of its input\n"
         "    if m['method'] == 'initialize':\n"
         "        r = {'protocolVersion': '2025-06-18', 'capabilities': {'tools': {}},\n"
         "             'serverInfo': {'name': 'tiny', 'version': '1'}}\n"
@@ -279,4 +281,54 @@ Test(hub_live, a_call_is_refused_when_the_name_means_another_tool, .timeout = 60
         cr_assert_eq(hub_call(h, "odd", checked, NULL, 0, NULL, &res, &err), -ENOENT);
         json_decref(checked);
         hub_free(h);
+}
+
+/* A server that stopped reading its input: a large request can only be written in part before
+ * its caller's deadline. The half line would be glued to the next message, so the connection
+ * ends (and the supervisor starts the server again) instead of going on out of step. */
+Test(hub_live, half_a_line_written_ends_the_connection, .timeout = 60)
+{
+        struct airlock_error err = { { 0 } };
+        struct hub_result res = { 0 };
+        struct hub_config *cfg = NULL;
+        struct hub *h = NULL;
+        char *big = malloc(2u << 20);
+        json_t *root, *args, *servers;
+        int r;
+
+        cr_assert(big);
+        memset(big, 'z', (2u << 20) - 1);
+        big[(2u << 20) - 1] = '\0';
+        root = json_pack("{s:{s:{s:s, s:[s, s], s:{s:s, s:s}, s:i}}}", "mcpServers", "tiny",
+                         "command", "python3", "args", "-c", tiny_server, "env", "RESULT", "{}",
+                         "STALL", "1", "timeout_ms", 1000);
+        cr_assert(root);
+        cr_assert_eq(hub_config_parse(root, "test.json", &cfg, &err), 0, "%s", err.msg);
+        json_decref(root);
+        cr_assert_eq(hub_new(cfg, NULL, &h), 0);
+        hub_config_free(cfg);
+        cr_assert(hub_wait_started(h, 30000));
+
+        /* The first call stalls the server: it answers nothing and reads no more. */
+        r = hub_call(h, "odd", NULL, NULL, 0, NULL, &res, &err);
+        cr_assert_eq(r, -ETIMEDOUT, "%d %s", r, err.msg);
+        /* 2 MiB cannot fit the pipe: part goes in, then the deadline passes. */
+        args = json_pack("{s:s}", "blob", big);
+        r = hub_call(h, "odd", NULL, args, 0, NULL, &res, &err);
+        cr_assert_eq(r, -EHOSTDOWN, "%d %s", r, err.msg);
+        cr_assert(strstr(err.msg, "cut half-way"), "%s", err.msg);
+        /* The supervisor drops the connection and starts the server again. */
+        for (int i = 0; i < 100; i++) {
+                servers = hub_servers(h);
+                r = (int) json_integer_value(
+                        json_object_get(json_array_get(servers, 0), "restarts"));
+                json_decref(servers);
+                if (r >= 1)
+                        break;
+                (void) usleep(100000);
+        }
+        cr_assert_geq(r, 1, "the connection out of step was not dropped");
+        json_decref(args);
+        hub_free(h);
+        free(big);
 }
