@@ -39,3 +39,14 @@ def run_airlock(code, *args, as_json=True, stdin=None, timeout=120, input_bytes=
 @pytest.fixture
 def run():
     return run_airlock
+
+
+@pytest.fixture(scope="module")
+def fake():
+    """A scripted fake Chat Completions endpoint (fake_llm.py) shared by a module's tests,
+    which clear and check its script themselves."""
+    from fake_llm import FakeLLM
+
+    f = FakeLLM()
+    yield f
+    f.close()

@@ -189,6 +189,12 @@ def state_lines(path):
         return []
 
 
+def tool_calls_of(path):
+    """The tools a fixture with --state-file was called with, in order ("tools/call NAME")."""
+    return [line.split(" ", 1)[1] for line in state_lines(path)
+            if line.startswith("tools/call ")]
+
+
 def alive(pid, start=None):
     """Whether pid runs (and, given its start time, is still the same process)."""
     st = _stat(pid)

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from airlock_daemon import Daemon  # noqa: E402
-from fake_llm import FakeLLM, _completion, answer, error, last_tool, tool_calls  # noqa: E402
+from fake_llm import _completion, answer, error, last_tool, tool_calls  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="airlock's namespaces isolation needs root")
@@ -43,13 +43,6 @@ def start_daemon(llm, *flags):
 def stop_daemon(d):
     rc, problems = d.stop()
     assert rc == 0 and not problems, "\n".join(problems)
-
-
-@pytest.fixture(scope="module")
-def fake():
-    f = FakeLLM()
-    yield f
-    f.close()
 
 
 @pytest.fixture(scope="module")

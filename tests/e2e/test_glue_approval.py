@@ -13,36 +13,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from airlock_daemon import AIRLOCK, Daemon  # noqa: E402
 from fake_llm import FakeLLM, answer, last_tool, tool_calls  # noqa: E402
+from hub_helpers import fixture, tool_calls_of, write_config  # noqa: E402
 from test_chat import clean_env, run_in_pty  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="airlock's namespaces isolation needs root")
 
-FIXTURE = Path(__file__).resolve().parent / "mcp_fixture.py"
 TOKEN = "t0ken-for-the-glue-approval-tests"
 
 
-def write_config(tmp, state):
-    config = tmp / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"fx": {
-        "command": "/usr/bin/python3", "args": [str(FIXTURE), "--state-file", str(state)],
-        "require_approval": {"never": {"tool_names": ["echo"]}}}}}))
-    return config
-
-
-def calls_seen(state):
-    try:
-        return [line.split(" ", 1)[1] for line in state.read_text().splitlines()
-                if line.startswith("tools/call ")]
-    except FileNotFoundError:
-        return []
-
-
-@pytest.fixture(scope="module")
-def fake():
-    f = FakeLLM()
-    yield f
-    f.close()
+def config_for(tmp, state):
+    """The fixture as server fx, recording its calls in state; only echo needs no approval."""
+    return write_config(tmp / "mcp.json", {"fx": fixture(
+        "--state-file", str(state), require_approval={"never": {"tool_names": ["echo"]}})})
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +33,7 @@ def setup(fake, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("glue-approval")
     state = tmp / "state.txt"
     d = Daemon(args=["--pool-size", "0", "--llm-base-url", fake.base_url, "--llm-model",
-                     "fake-model", "--mcp-config", str(write_config(tmp, state))],
+                     "fake-model", "--mcp-config", config_for(tmp, state)],
                token_env=TOKEN)
     d.start()
     d.wait_log('mcp_server=fx msg="ready"', 60)
@@ -75,7 +58,7 @@ def test_the_gateway_asks_before_an_internal_tool_runs(setup, fake, approve):
     d, state = setup
     fake.script.clear()
     fake.requests.clear()
-    before = len(calls_seen(state))
+    before = len(tool_calls_of(state))
     messages = [{"role": "user", "content": "add 2 and 3 with the internal tool"}]
     fake.script.append(tool_calls(("add", {"a": 2, "b": 3})))
     r1 = chat(d, {"messages": messages})
@@ -84,7 +67,7 @@ def test_the_gateway_asks_before_an_internal_tool_runs(setup, fake, approve):
     assert item["type"] == "mcp_approval_request"
     assert item["server_label"] == "fx" and item["name"] == "add"
     assert json.loads(item["arguments"]) == {"a": 2, "b": 3}
-    assert calls_seen(state)[before:] == [], "the tool ran before the approval"
+    assert tool_calls_of(state)[before:] == [], "the tool ran before the approval"
 
     def result(req):
         text = last_tool(req)
@@ -98,21 +81,21 @@ def test_the_gateway_asks_before_an_internal_tool_runs(setup, fake, approve):
     r2 = chat(d, {"messages": messages, "airlock": {"approvals": [approval(item, approve)]}})
     fake.check()
     assert r2["choices"][0]["message"]["content"] == "done"
-    assert calls_seen(state)[before:] == (["add"] if approve else [])
+    assert tool_calls_of(state)[before:] == (["add"] if approve else [])
 
 
 def test_a_tool_without_approval_runs_at_once(setup, fake):
     d, state = setup
     fake.script.clear()
     fake.requests.clear()
-    before = len(calls_seen(state))
+    before = len(tool_calls_of(state))
     fake.script[:] = [tool_calls(("echo", {"text": "hi"})),
                       lambda req: answer("echoed") if "hi" in last_tool(req) else
                       answer("missing: " + last_tool(req))]
     r = chat(d, {"messages": [{"role": "user", "content": "echo hi"}]})
     fake.check()
     assert r["choices"][0]["message"]["content"] == "echoed"
-    assert calls_seen(state)[before:] == ["echo"]
+    assert tool_calls_of(state)[before:] == ["echo"]
 
 
 @pytest.mark.parametrize("reply,runs", [("n", False), ("y", True)])
@@ -131,13 +114,13 @@ def test_airlock_chat_asks_on_the_terminal_for_an_internal_tool(tmp_path, reply,
         llm.script[:] = [tool_calls(("add", {"a": 2, "b": 3})), check]
         # No --approve: a tool that needs approval is asked about anyway.
         argv = [AIRLOCK, "chat", "--base-url", llm.base_url, "--model", "m", "--mcp-config",
-                str(write_config(tmp_path, state)), "--output-dir", str(tmp_path / "out"),
+                config_for(tmp_path, state), "--output-dir", str(tmp_path / "out"),
                 "add 2 and 3"]
         status, shown = run_in_pty(argv, reply, clean_env(), tmp_path)
         llm.check()
         assert status == 0, shown
         assert "add" in shown and '"a"' in shown, shown   # the tool and its arguments shown
-        assert calls_seen(state) == (["add"] if runs else [])
+        assert tool_calls_of(state) == (["add"] if runs else [])
     finally:
         llm.close()
 
@@ -150,13 +133,13 @@ def test_airlock_chat_without_a_terminal_declines_an_internal_tool(tmp_path):
                          lambda req: answer("not run") if last_tool(req).startswith(
                              "the user declined") else answer("ran: " + last_tool(req))]
         argv = [AIRLOCK, "chat", "--base-url", llm.base_url, "--model", "m", "--mcp-config",
-                str(write_config(tmp_path, state)), "add 2 and 3"]
+                config_for(tmp_path, state), "add 2 and 3"]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                               env=clean_env(), cwd=tmp_path, start_new_session=True,
                               stdin=subprocess.DEVNULL)
         llm.check()
         assert proc.returncode == 0, proc.stderr
         assert "not run" in proc.stdout
-        assert calls_seen(state) == []
+        assert tool_calls_of(state) == []
     finally:
         llm.close()

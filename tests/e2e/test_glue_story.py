@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from airlock_daemon import Daemon  # noqa: E402
-from fake_llm import FakeLLM, answer, last_tool, tool_calls  # noqa: E402
+from fake_llm import answer, last_tool, tool_calls  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="airlock's namespaces isolation needs root")
@@ -53,13 +53,6 @@ print(len(risky), "users at risk")
 
 def user(text):
     return {"role": "user", "content": text}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    f = FakeLLM()
-    yield f
-    f.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from airlock_daemon import Daemon, restart_daemon  # noqa: E402
-from fake_llm import FakeLLM, _completion, answer, error, last_tool, tool_call, tool_calls  # noqa: E402,F401
+from fake_llm import _completion, answer, error, last_tool, tool_call, tool_calls  # noqa: E402,F401
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="airlock's namespaces isolation needs root")
@@ -44,13 +44,6 @@ def start_daemon(llm_url, *flags, workdir=None, pool="1"):
 def stop_daemon(d):
     rc, problems = d.stop()
     assert rc == 0 and not problems, "\n".join(problems)
-
-
-@pytest.fixture(scope="module")
-def fake():
-    f = FakeLLM()
-    yield f
-    f.close()
 
 
 @pytest.fixture(scope="module")

@@ -12,39 +12,24 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from airlock_daemon import Daemon  # noqa: E402
-from fake_llm import FakeLLM, answer, last_tool, tool_calls  # noqa: E402
+from fake_llm import answer, last_tool, tool_calls  # noqa: E402
+from hub_helpers import fixture, tool_calls_of, write_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="airlock's namespaces isolation needs root")
 
-FIXTURE = Path(__file__).resolve().parent / "mcp_fixture.py"
 TOKEN = "t0ken-for-the-responses-internal-tests"
 CI = {"type": "code_interpreter", "container": {"type": "auto"}}
 
 
-def calls_seen(state):
-    try:
-        return [line.split(" ", 1)[1] for line in state.read_text().splitlines()
-                if line.startswith("tools/call ")]
-    except FileNotFoundError:
-        return []
-
-
-@pytest.fixture(scope="module")
-def fake():
-    f = FakeLLM()
-    yield f
-    f.close()
 
 
 @pytest.fixture(scope="module")
 def setup(fake, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("responses-internal")
     state = tmp / "state.txt"
-    config = tmp / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"fx": {
-        "command": "/usr/bin/python3", "args": [str(FIXTURE), "--state-file", str(state)],
-        "require_approval": {"never": {"tool_names": ["echo"]}}}}}))
+    config = write_config(tmp / "mcp.json", {"fx": fixture(
+        "--state-file", str(state), require_approval={"never": {"tool_names": ["echo"]}})})
     d = Daemon(args=["--pool-size", "0", "--llm-base-url", fake.base_url, "--llm-model",
                      "fake-model", "--mcp-config", str(config)], token_env=TOKEN)
     d.start()
@@ -69,7 +54,7 @@ def offered(req):
 
 def test_an_internal_tool_call_is_an_mcp_call_item(setup, llm):
     d, state = setup
-    before = len(calls_seen(state))
+    before = len(tool_calls_of(state))
 
     def sees_it(req):
         names = offered(req)
@@ -92,7 +77,7 @@ def test_an_internal_tool_call_is_an_mcp_call_item(setup, llm):
     assert "hi from fx" in item["output"] and item["error"] is None
     assert item["status"] == "completed"
     assert out[-1]["type"] == "message"
-    assert calls_seen(state)[before:] == ["echo"]
+    assert tool_calls_of(state)[before:] == ["echo"]
 
     # The output replayed as input (what clients without previous_response_id do).
     def replayed(req):
@@ -110,7 +95,7 @@ def test_an_internal_tool_call_is_an_mcp_call_item(setup, llm):
 
 def test_a_tool_that_needs_approval_never_runs(setup, llm):
     d, state = setup
-    before = len(calls_seen(state))
+    before = len(tool_calls_of(state))
 
     def refused(req):
         assert "there is no tool named 'add'" in last_tool(req), last_tool(req)
@@ -119,4 +104,4 @@ def test_a_tool_that_needs_approval_never_runs(setup, llm):
     llm.script[:] = [tool_calls(("add", {"a": 1, "b": 2})), refused]
     r = d.post("/v1/responses", json={"model": "m", "input": "add", "tools": [CI]})
     assert r.status_code == 200, d.why(r)
-    assert calls_seen(state)[before:] == []
+    assert tool_calls_of(state)[before:] == []
