@@ -12,6 +12,8 @@ packages=(
         python3-numpy python3-pandas python3-scipy python3-matplotlib
         # tests and checks
         libcriterion-dev python3-pytest python3-requests clang-format
+        # the Python client's offline install (pip install --no-build-isolation --no-index)
+        python3-pip python3-setuptools python3-wheel
 )
 
 missing=()

@@ -39,6 +39,9 @@ run $py -m pytest -q -p no:cacheprovider tests/unit
 # The e2e tests of internal tools start the reference MCP servers from npm.
 run tests/mcp/install.sh
 run $py -m pytest -q -p no:cacheprovider tests/e2e
+# The Python client (clients/python) against its own daemons; it installs the package offline
+# with Debian's pip into a temporary directory.
+run $py -m pytest -q -p no:cacheprovider tests/clients/python
 run tests/mcp/run.sh
 run $py -m pytest -q -p no:cacheprovider tests/hostile
 run env AIRLOCK_HOSTILE_VIA=daemon $py -m pytest -q -p no:cacheprovider tests/hostile
