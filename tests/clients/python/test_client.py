@@ -499,3 +499,20 @@ def test_oneshot_run_with_files(client_env):
     assert base64.b64decode(ex.raw["files"][0]["content"]) in (b"4", bytes(range(256)))
     ex = airlock.run("print(input())", stdin="fed")
     assert ex.stdout == "fed\n", ex.raw
+
+
+# ------------------------------------------------------------------------------------------
+# examples/agent-loop.py
+# ------------------------------------------------------------------------------------------
+
+
+def test_the_agent_loop_example_runs_end_to_end(daemon, tmp):
+    out = tmp / "plot.png"
+    env = clean_env(AIRLOCK_URL=daemon.url, AIRLOCK_TOKEN=daemon.token)
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        env.pop(k, None)        # the scripted fake model, never a real endpoint
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "agent-loop.py"), str(out)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert out.read_bytes().startswith(PNG_MAGIC) and out.stat().st_size > 1000
+    assert "run_python" in r.stdout and "plot.png" in r.stdout, r.stdout
