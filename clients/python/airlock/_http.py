@@ -223,6 +223,10 @@ class Transport:
         conn, resp = self.open(method, path, body=body, headers=headers, timeout=timeout)
         try:
             payload = resp.read()
+        except (socket.timeout, TimeoutError):
+            conn.close()
+            raise RequestTimeoutError(f"the answer of the airlock daemon at {self._where()} "
+                                      f"did not come within {conn.timeout:g} s") from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
             raise ConnectError(f"the answer of the airlock daemon at {self._where()} was cut "

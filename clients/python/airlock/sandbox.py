@@ -4,9 +4,10 @@ method is one HTTP request of docs/API.md; nothing is cached but the session's i
 import base64
 import json
 import http.client
+import urllib.parse
 
 from ._http import Transport, quote_path
-from .errors import AirlockError, ConnectError, NotFoundError
+from .errors import ConnectError, NotFoundError, error_for
 from .models import Execution, FileInfo, Output
 
 _UNSET = object()
@@ -56,8 +57,8 @@ def _execute(transport, path, body, timeout, on_stdout, on_stderr, on_output):
                 transport.finish(conn, resp)
                 if ev.get("result") is None:
                     failure = ev.get("failure") or {}
-                    raise AirlockError(failure.get("error") or "the execution failed",
-                                       failure.get("status"), failure)
+                    raise error_for(failure.get("status"), failure,
+                                    "the execution failed after its stream began")
                 return Execution(ev["result"])
     except (OSError, http.client.HTTPException) as e:
         conn.close()
@@ -155,7 +156,7 @@ class Sandbox:
         """Attaches to an existing session (a stopped one stays stopped until a call needs
         it). persistent=True by default: leaving a `with` block stops it, never deletes it."""
         t = Transport(url, token)
-        info = t.request("GET", f"/v1/sessions/{quote_path(id)}")
+        info = t.request("GET", "/v1/sessions/" + urllib.parse.quote(id, safe=""))
         return cls(url=url, persistent=persistent, timeout=timeout, _info=info, _transport=t)
 
     @staticmethod
