@@ -96,26 +96,29 @@ _DUNDER_ATTRS_OK = frozenset({"__name__", "__qualname__", "__module__", "__doc__
                               "__init__"})
 _DUNDER_NAMES_OK = frozenset({"__name__", "__doc__", "__debug__"})
 
-# Builtins that evaluate strings, look attributes up by name, reach namespaces or files, or talk
-# to a terminal. getattr() is here so that a string attribute name cannot dodge the static walk.
+# Builtins that evaluate strings, look attributes up by name, reach namespaces, or start a
+# debugger or a pager. getattr() is here so that a string attribute name cannot dodge the static
+# walk. open() and input() are not: what a file or standard input can reach is decided by the
+# kernel (Landlock and the mount plan: docs/SECURITY.md, "Files the code can open"), not here.
 _REFUSED_NAMES = frozenset({
-    "eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "getattr",
-    "setattr", "delattr", "breakpoint", "input", "memoryview", "help", "exit", "quit",
+    "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "breakpoint", "memoryview", "help", "exit", "quit",
 })
 
 # Attributes refused whatever object they are read from: frame, traceback, generator and code
 # introspection (the classic way from a function back to a module's globals), mro(), the
 # attribute-by-name helpers of the stdlib (operator.attrgetter/methodcaller,
 # string.Formatter.get_field) and module objects that public attributes of allowed modules hand
-# out (typing.sys, json.codecs.open, ...).
+# out (typing.sys, re.enum.bltns, ...). "open" is not among them: io.open and Path.open are the
+# builtin open(), which the kernel confines.
 _REFUSED_ATTRS = frozenset({
     "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "f_trace", "tb_frame", "tb_next",
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "cr_origin",
     "ag_frame", "ag_code", "ag_await", "co_code", "func_globals", "mro",
     "attrgetter", "methodcaller", "get_field",
-    "sys", "os", "posix", "builtins", "modules", "subprocess", "importlib", "ctypes", "gc",
-    "inspect",
-    "open", "eval", "exec", "getattr", "setattr", "delattr", "globals", "locals", "vars",
+    "sys", "os", "posix", "builtins", "bltns", "modules", "subprocess", "importlib", "ctypes",
+    "gc", "inspect",
+    "eval", "exec", "getattr", "setattr", "delattr", "globals", "locals", "vars",
     "breakpoint",
 })
 

@@ -378,7 +378,12 @@ def test_empty_allow_list(fresh):
     ("def g():\n    yield 1\nf = next\nx = g().gi_code", "gi_code"),
     ("try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame", "__traceback__"),
     ("eval('1')", "eval"),
-    ("open('/etc/passwd')", "open"),
+    ("import re\nre.enum.bltns.compile", "bltns"),
+    ("from re import enum\nenum.bltns", "bltns"),
+    ("open('f', 'w').__class__", "__class__"),
+    ("open.__self__", "__self__"),
+    ("with open('f', 'w') as f:\n    f.__dict__", "__dict__"),
+    ("open('f', 'w').buffer.raw.__reduce__", "__reduce__"),
     ("__builtins__", "__builtins__"),
     ("import typing\ntyping.sys.modules", "sys"),
     ("import operator\noperator.attrgetter('__class__')", "attrgetter"),
@@ -390,6 +395,49 @@ def test_empty_allow_list(fresh):
 def test_restricted_refusals(restricted, code, offender):
     err = refused(restricted, code, "PolicyError")
     assert err["value"].startswith(f"'{offender}' is not allowed by profile 'minimal' (line ")
+
+
+def test_restricted_open_reads_and_writes_files(restricted, tmp_path):
+    """The kernel is the boundary for files (docs/SECURITY.md): the policy lets open() be."""
+    code = ("with open('data.csv', 'w') as f:\n"
+            "    n = f.write('a,b\\n1,2\\n')\n"
+            "import csv\n"
+            "with open('data.csv', newline='') as f:\n"
+            "    rows = list(csv.reader(f))\n"
+            "rows")
+    assert ok(restricted, code)["result"] == "[['a', 'b'], ['1', '2']]"
+    assert (tmp_path / "work" / "data.csv").read_text() == "a,b\n1,2\n"
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("by path")
+    assert ok(restricted, f"open({str(outside)!r}).read()")["result"] == "'by path'"
+    ok(restricted, "f = open('bin', 'wb')\nf.write(bytes([0, 255]))\nf.close()")
+    assert ok(restricted, "open('bin', 'rb').read()")["result"] == "b'\\x00\\xff'"
+
+
+def test_restricted_open_through_io_and_pathlib(fresh):
+    fresh.configure("data-science", MINIMAL + ["io", "pathlib", "time"], "restricted")
+    ok(fresh, "import io, pathlib\nwith io.open('a.txt', 'w') as f:\n    f.write('x')")
+    assert ok(fresh, "p = pathlib.Path('a.txt')\nwith p.open() as f:\n    t = f.read()\n"
+                     "t + p.read_text()")["result"] == "'xx'"
+    assert ok(fresh, "import time\ntime.sleep(0)\ntime.time() > 0")["result"] == "True"
+    assert ok(fresh, "sorted(p.name for p in pathlib.Path('.').iterdir())")["result"] \
+        == "['a.txt']"
+    # The modules these hand out stay refused, as for every allowed module.
+    for code, offender in (("pathlib.os", "os"), ("from pathlib import sys", "sys"),
+                           ("pathlib.Path.__subclasses__()", "__subclasses__"),
+                           ("io.open.__module__.__class__", "__class__"),
+                           ("time.sleep.__self__", "__self__")):
+        err = refused(fresh, code, "PolicyError")
+        assert err["value"].startswith(f"'{offender}' is not allowed"), (code, err)
+
+
+def test_restricted_input_reads_standard_input(restricted, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("alice\n"))
+    assert ok(restricted, "name = input()\nname.upper()")["result"] == "'ALICE'"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert refused(restricted, "input()", "EOFError")["name"] == "EOFError"
 
 
 def test_restricted_message_format_and_nothing_runs(restricted):
