@@ -363,28 +363,9 @@ static int open_parent(int dirfd, const char *rel, const char **ret_name)
         return TAKE_FD(cur);
 }
 
-static int mkdir_p(const char *path)
-{
-        _cleanup_free_ char *copy = strdup(path);
-
-        if (!copy)
-                return -ENOMEM;
-        for (char *p = copy + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = '\0';
-                if (mkdir(copy, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        if (mkdir(copy, 0755) < 0 && errno != EEXIST)
-                return -errno;
-        return 0;
-}
-
 static int open_output_dir(struct chat_cli *st)
 {
-        int r = mkdir_p(st->output_dir), fd;
+        int r = cli_mkdir_p(st->output_dir), fd;
 
         if (r < 0)
                 return r;

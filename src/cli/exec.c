@@ -28,11 +28,18 @@ static const char exec_help[] =
         "                        else python\n"
         "      --timeout S       wall-clock limit (e.g. 5, 1.5s, 250ms; at most 1h);\n"
         "                        default: the profile's\n"
-        "      --json            print the execution object instead of the output\n"
+        "      --output DIR      where rich outputs (figures, HTML) are saved; default:\n"
+        "                        ./" CLI_OUTPUT_DIR_DEFAULT "/ (created when needed)\n"
+        "      --json            print the execution object instead of the output (rich\n"
+        "                        outputs stay in it, base64, and nothing is saved)\n"
         "      --url URL         the daemon: http://HOST:PORT or unix:/PATH; also\n"
         "                        AIRLOCK_URL; default: " CLI_DEFAULT_URL "\n"
         "      --state-dir DIR   where the daemon keeps its token (when AIRLOCK_TOKEN is\n"
         "                        not set); default: the daemon's default\n"
+        "\n"
+        "Without --json, rich outputs are saved as files, never replacing one: in a session\n"
+        "exec-N-figure-K.png, exec-N-html-K.html... (N the session's execution count, K the\n"
+        "output's position), one-shot exec-figure-K.png...; stderr says where each went.\n"
         "\n"
         "exit status: the program's (SystemExit(n) -> n, an exception -> 1); 124 timeout,\n"
         "125 output limit, 137 out of memory, 128+N killed by signal N, 2 airlock's own error\n"
@@ -45,6 +52,7 @@ struct exec_args {
         const char *file;
         const char *url;
         const char *state_dir;
+        const char *output_dir; /* NULL: CLI_OUTPUT_DIR_DEFAULT */
         uint64_t timeout_ms;
         bool json;
 };
@@ -67,7 +75,7 @@ static bool session_id_is_safe(const char *id)
 
 static int parse_args(int argc, char **argv, struct exec_args *a)
 {
-        enum { OPT_TIMEOUT = 256, OPT_JSON, OPT_URL, OPT_STATE_DIR };
+        enum { OPT_TIMEOUT = 256, OPT_JSON, OPT_URL, OPT_STATE_DIR, OPT_OUTPUT };
         static const struct option opts[] = {
                 { "session", required_argument, NULL, 's' },
                 { "profile", required_argument, NULL, 'p' },
@@ -76,6 +84,7 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
                 { "json", no_argument, NULL, OPT_JSON },
                 { "url", required_argument, NULL, OPT_URL },
                 { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+                { "output", required_argument, NULL, OPT_OUTPUT },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -122,6 +131,9 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
                 case OPT_STATE_DIR:
                         a->state_dir = optarg;
                         break;
+                case OPT_OUTPUT:
+                        a->output_dir = optarg;
+                        break;
                 case 'h':
                         fputs(exec_help, stdout);
                         exit(0);
@@ -138,6 +150,11 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
         if (a->session && a->profile) {
                 fprintf(stderr, "airlock exec: a session's profile is chosen when it is "
                                 "created; drop -p or -s\n");
+                return -EINVAL;
+        }
+        if (a->json && a->output_dir) {
+                fprintf(stderr, "airlock exec: --json keeps rich outputs in the JSON and saves "
+                                "nothing; drop --output or --json\n");
                 return -EINVAL;
         }
         a->file = argv[optind];
@@ -184,6 +201,19 @@ static void on_event(void *userdata, const char *line, size_t len)
         json_decref(ev);
 }
 
+/* Rich outputs as files: "exec-N" in a session (N its execution count), "exec" one-shot. */
+static void save_outputs(const struct exec_args *a, json_t *result)
+{
+        json_int_t n = json_integer_value(json_object_get(result, "execution_count"));
+        char prefix[48];
+
+        if (a->session && n > 0)
+                (void) snprintf(prefix, sizeof(prefix), "exec-%lld", (long long) n);
+        else
+                (void) snprintf(prefix, sizeof(prefix), "exec");
+        (void) cli_outputs_save("exec", a->output_dir, prefix, result);
+}
+
 int cmd_exec(int argc, char **argv)
 {
         _cleanup_free_ char *code = NULL, *body = NULL, *path = NULL;
@@ -196,6 +226,10 @@ int cmd_exec(int argc, char **argv)
 
         cli_sink_init(&st.sink);
         if (parse_args(argc, argv, &a) < 0)
+                return EXIT_USAGE;
+        if (!a.output_dir)
+                a.output_dir = CLI_OUTPUT_DIR_DEFAULT;
+        if (!a.json && cli_output_dir_check("exec", a.output_dir) < 0)
                 return EXIT_USAGE;
         r = cli_read_code(a.file, &code);
         if (r < 0) {
@@ -268,6 +302,7 @@ int cmd_exec(int argc, char **argv)
                 goto out;
         }
         cli_print_result(st.result);
+        save_outputs(&a, st.result);
         status = cli_exit_code(st.result);
 out:
         json_decref(result);

@@ -37,11 +37,17 @@ static const char run_help[] =
         "      --memory SIZE     memory limit (e.g. 256MiB, 2GiB); default: the profile's\n"
         "      --input PATH      copy a host file into /work before running (repeatable)\n"
         "      --output DIR      copy the files left in /work to DIR afterwards (symlinks\n"
-        "                        and special files are skipped, never followed)\n"
+        "                        and special files are skipped, never followed), and save\n"
+        "                        rich outputs (figures, HTML) there\n"
         "      --isolation MODE  namespaces (default), process or none; also\n"
         "                        AIRLOCK_ISOLATION\n"
         "      --json            print the execution object (status, stdout, stderr, result,\n"
         "                        error, exit_code, usage...) instead of the output\n"
+        "\n"
+        "Without --json, rich outputs (PNG, JPEG and SVG figures, HTML) are saved as files,\n"
+        "run-figure-N.png, run-html-N.html..., in --output DIR, else in ./" CLI_OUTPUT_DIR_DEFAULT
+        "/\n"
+        "(created when needed; an existing file is never replaced), and stderr says where.\n"
         "\n"
         "exit status: the program's (SystemExit(n) -> n, an exception -> 1); 124 timeout,\n"
         "125 output limit, 137 out of memory, 128+N killed by signal N, 2 airlock's own error.\n";
@@ -173,6 +179,9 @@ int cmd_run(int argc, char **argv)
                 return EXIT_USAGE;
         if (cli_isolation(a.isolation, &mode) < 0)
                 return EXIT_USAGE;
+        if ((a.output_dir || !a.json) &&
+            cli_output_dir_check("run", a.output_dir ? a.output_dir : CLI_OUTPUT_DIR_DEFAULT) < 0)
+                return EXIT_USAGE;
 
         r = cli_read_code(a.file, &code);
         if (r < 0) {
@@ -243,6 +252,9 @@ int cmd_run(int argc, char **argv)
                                 "airlock run: --output: the sandbox is gone (%s), no "
                                 "files to copy\n",
                                 json_string_value(json_object_get(result, "status")));
+                } else if ((r = cli_mkdir_p(a.output_dir)) < 0) {
+                        fprintf(stderr, "airlock run: --output: cannot create '%s': %s\n",
+                                a.output_dir, strerror(-r));
                 } else if (sandbox_copy_out(sb, a.output_dir, &skipped, &err) < 0) {
                         fprintf(stderr, "airlock run: --output: %s\n", err.msg);
                 } else {
@@ -264,6 +276,8 @@ int cmd_run(int argc, char **argv)
                 }
         } else {
                 cli_print_result(result);
+                (void) cli_outputs_save("run", a.output_dir ? a.output_dir : CLI_OUTPUT_DIR_DEFAULT,
+                                        "run", result);
         }
         status = cli_exit_code(result);
 out:

@@ -1,11 +1,12 @@
 /* `airlock sessions`: the sessions of a running daemon, live and stopped, as a table or (--json)
- * as the objects GET /v1/sessions returns; and the lifecycle calls on one session (stop, resume,
- * rm, fork), each a thin wrapper over its route (docs/API.md). The daemon decides; this file only
+ * as the objects GET /v1/sessions returns; and the lifecycle calls (new, stop, resume, rm, fork),
+ * each a thin wrapper over its route (docs/API.md). The daemon decides; this file only
  * checks arguments, sends one request and words the answer. */
 #include "cli.h"
 #include "client.h"
 
 #include "base/cleanup.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -16,13 +17,18 @@
 #include <string.h>
 #include <time.h>
 
-#define FORK_MAX 32 /* SESSION_FORK_MAX of the daemon: checked here for a clear usage error */
+#define FORK_MAX 32   /* SESSION_FORK_MAX of the daemon: checked here for a clear usage error */
+#define IDS_MAX 256   /* session ids one `rm` takes */
+#define PAIRS_MAX 256 /* --env and --metadata of one `new` (the API's own bound on env) */
+#define LIFETIME_MAX_S (30u * 86400u) /* the API's bound on lifetime_s */
 
 static const char sessions_help[] =
         "usage: airlock sessions [list] [--json] [--state STATE]\n"
+        "       airlock sessions new [-p PROFILE] [--env K=V]... [--metadata K=V]...\n"
+        "                            [--lifetime S] [--json]\n"
         "       airlock sessions stop ID [--json]\n"
         "       airlock sessions resume ID [--json]\n"
-        "       airlock sessions rm ID [--json]\n"
+        "       airlock sessions rm ID... | --all-stopped\n"
         "       airlock sessions fork ID [-n N] [--json]\n"
         "\n"
         "Without a subcommand (or with list), lists the sessions of a running\n"
@@ -31,12 +37,15 @@ static const char sessions_help[] =
         "stopped and how long until the daemon deletes it.\n"
         "\n"
         "subcommands:\n"
+        "  new             create a session and print its id (the last line; with\n"
+        "                  --json, the session object)\n"
         "  stop ID         save the session (its /work and its variables) to disk and\n"
         "                  free its sandbox; prints \"stopped ID\" and the names that\n"
         "                  could not be saved. Its next call resumes it.\n"
         "  resume ID       bring a stopped session back now; prints \"resumed ID\" (or\n"
         "                  \"ID was already live\") and what could not be restored\n"
-        "  rm ID           delete the session, live or stopped, and its saved state\n"
+        "  rm ID...        delete the sessions, live or stopped, and their saved state;\n"
+        "                  with --all-stopped, every stopped session\n"
         "  fork ID         copy the session (variables and /work) into new sessions, each\n"
         "                  in its own sandbox, and print their ids, one per line; the\n"
         "                  session itself keeps running\n"
@@ -45,6 +54,14 @@ static const char sessions_help[] =
         "      --state STATE     list only the idle, busy, stopped or live (idle and busy)\n"
         "                        sessions\n"
         "  -n N                  fork: how many new sessions, 1 to 32; default: 1\n"
+        "  -p, --profile NAME    new: the profile; default: the daemon's default\n"
+        "      --env K=V         new: an environment variable of the session's code\n"
+        "                        (repeatable)\n"
+        "      --metadata K=V    new: a label kept with the session, shown by --json and\n"
+        "                        matched by GET /v1/sessions?metadata.K=V (repeatable)\n"
+        "      --lifetime S      new: stop the session S from now whatever it does\n"
+        "                        (e.g. 90, 30m, 2h; at most 30 days)\n"
+        "      --all-stopped     rm: delete every stopped session\n"
         "      --json            print the daemon's answer instead: for the list, the\n"
         "                        session objects of GET /v1/sessions\n"
         "      --url URL         the daemon: http://HOST:PORT or unix:/PATH; also\n"
@@ -58,6 +75,7 @@ static const char sessions_help[] =
 
 enum sessions_verb {
         VERB_LIST,
+        VERB_NEW,
         VERB_STOP,
         VERB_RESUME,
         VERB_RM,
@@ -73,6 +91,7 @@ struct sessions_route {
 
 static const struct sessions_route verbs[] = {
         [VERB_LIST] = { .name = "list", .method = "GET", .suffix = NULL },
+        [VERB_NEW] = { .name = "new", .method = "POST", .suffix = NULL },
         [VERB_STOP] = { .name = "stop", .method = "POST", .suffix = "/stop" },
         [VERB_RESUME] = { .name = "resume", .method = "POST", .suffix = "/resume" },
         [VERB_RM] = { .name = "rm", .method = "DELETE", .suffix = "" },
@@ -81,9 +100,15 @@ static const struct sessions_route verbs[] = {
 
 struct sessions_args {
         enum sessions_verb verb;
-        const char *id;
-        const char *state; /* list filter; NULL = every session */
-        unsigned n;        /* fork; 0 = not given */
+        const char *id;           /* the one being acted on (messages) */
+        const char *ids[IDS_MAX]; /* rm */
+        size_t n_ids;
+        const char *state;      /* list filter; NULL = every session */
+        unsigned n;             /* fork; 0 = not given */
+        const char *profile;    /* new */
+        json_t *env, *metadata; /* new: objects, NULL when none given */
+        double lifetime_s;      /* new; 0 = not given */
+        bool all_stopped;       /* rm */
         const char *url;
         const char *state_dir;
         bool json;
@@ -114,27 +139,64 @@ static bool session_id_is_valid(const char *id)
                len;
 }
 
+/* Adds "K=V" of --env or --metadata to *obj (made on first use). Returns 0 or -EINVAL after
+ * printing why; the daemon checks names and values against its own rules. */
+static int add_pair(json_t **obj, const char *opt, const char *arg)
+{
+        const char *eq = strchr(arg, '=');
+        _cleanup_free_ char *key = NULL;
+
+        if (!eq || eq == arg)
+                return usage_error("%s '%s' is not KEY=VALUE", opt, arg);
+        if (!*obj && !(*obj = json_object()))
+                return -ENOMEM;
+        if (json_object_size(*obj) >= PAIRS_MAX)
+                return usage_error("at most %d %s", PAIRS_MAX, opt);
+        key = strndup(arg, (size_t) (eq - arg));
+        if (!key)
+                return -ENOMEM;
+        if (json_object_get(*obj, key))
+                return usage_error("%s '%s' is given twice", opt, key);
+        if (json_object_set_new(*obj, key, json_string(eq + 1)) < 0)
+                return usage_error("%s '%s' is not valid UTF-8", opt, arg);
+        return 0;
+}
+
 /* Returns 0, 1 when --help was printed, or -EINVAL after printing a usage error. */
 static int parse_args(int argc, char **argv, struct sessions_args *a)
 {
-        enum { OPT_JSON = 256, OPT_STATE, OPT_URL, OPT_STATE_DIR };
+        enum {
+                OPT_JSON = 256,
+                OPT_STATE,
+                OPT_URL,
+                OPT_STATE_DIR,
+                OPT_ENV,
+                OPT_METADATA,
+                OPT_LIFETIME,
+                OPT_ALL_STOPPED,
+        };
         static const struct option opts[] = {
                 { "json", no_argument, NULL, OPT_JSON },
                 { "state", required_argument, NULL, OPT_STATE },
                 { "url", required_argument, NULL, OPT_URL },
                 { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+                { "profile", required_argument, NULL, 'p' },
+                { "env", required_argument, NULL, OPT_ENV },
+                { "metadata", required_argument, NULL, OPT_METADATA },
+                { "lifetime", required_argument, NULL, OPT_LIFETIME },
+                { "all-stopped", no_argument, NULL, OPT_ALL_STOPPED },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         static const char *const states[] = { "idle", "busy", "stopped", "live" };
-        const char *pos[3] = { NULL }, *n_arg = NULL;
+        const char *pos[IDS_MAX + 2] = { NULL }, *n_arg = NULL, *lifetime = NULL;
+        bool known, for_new = false;
         size_t n_pos = 0;
-        bool known;
-        int opt;
+        int opt, r;
 
         /* The leading '-' hands over each argument that is not an option, in order, so options
          * may come before or after the subcommand even under POSIXLY_CORRECT. */
-        while ((opt = getopt_long(argc, argv, "-hn:", opts, NULL)) != -1) {
+        while ((opt = getopt_long(argc, argv, "-hn:p:", opts, NULL)) != -1) {
                 switch (opt) {
                 case 1:
                         if (n_pos < ELEMENTSOF(pos))
@@ -143,6 +205,25 @@ static int parse_args(int argc, char **argv, struct sessions_args *a)
                         break;
                 case 'n':
                         n_arg = optarg;
+                        break;
+                case 'p':
+                        a->profile = optarg;
+                        for_new = true;
+                        break;
+                case OPT_ENV:
+                case OPT_METADATA:
+                        r = add_pair(opt == OPT_ENV ? &a->env : &a->metadata,
+                                     opt == OPT_ENV ? "--env" : "--metadata", optarg);
+                        if (r < 0)
+                                return r;
+                        for_new = true;
+                        break;
+                case OPT_LIFETIME:
+                        lifetime = optarg;
+                        for_new = true;
+                        break;
+                case OPT_ALL_STOPPED:
+                        a->all_stopped = true;
                         break;
                 case OPT_JSON:
                         a->json = true;
@@ -179,14 +260,27 @@ static int parse_args(int argc, char **argv, struct sessions_args *a)
                         if (strcmp(pos[0], verbs[i].name) == 0)
                                 break;
                 if (i == ELEMENTSOF(verbs))
-                        return usage_error("unknown subcommand '%s' (expected list, stop, resume, "
-                                           "rm or fork)",
+                        return usage_error("unknown subcommand '%s' (expected list, new, stop, "
+                                           "resume, rm or fork)",
                                            pos[0]);
                 a->verb = (enum sessions_verb) i;
         }
-        if (a->verb == VERB_LIST) {
+        if (a->verb == VERB_LIST || a->verb == VERB_NEW) {
                 if (n_pos > 1)
                         return usage_error("unexpected argument '%s'", pos[1]);
+        } else if (a->verb == VERB_RM) {
+                if (n_pos < 2 && !a->all_stopped)
+                        return usage_error("rm: missing the session ID (or --all-stopped)");
+                if (n_pos > 1 && a->all_stopped)
+                        return usage_error("rm: give session IDs or --all-stopped, not both");
+                if (n_pos > IDS_MAX + 1)
+                        return usage_error("rm: at most %d session IDs", IDS_MAX);
+                for (size_t i = 1; i < n_pos; i++) {
+                        if (!session_id_is_valid(pos[i]))
+                                return usage_error("'%s' is not a session id", pos[i]);
+                        a->ids[a->n_ids++] = pos[i];
+                }
+                a->id = a->n_ids ? a->ids[0] : NULL;
         } else {
                 if (n_pos < 2)
                         return usage_error("%s: missing the session ID", verbs[a->verb].name);
@@ -196,6 +290,22 @@ static int parse_args(int argc, char **argv, struct sessions_args *a)
                 if (!session_id_is_valid(pos[1]))
                         return usage_error("'%s' is not a session id", pos[1]);
                 a->id = pos[1];
+        }
+        if (for_new && a->verb != VERB_NEW)
+                return usage_error("--profile, --env, --metadata and --lifetime only apply to "
+                                   "new, not %s",
+                                   verbs[a->verb].name);
+        if (a->all_stopped && a->verb != VERB_RM)
+                return usage_error("--all-stopped only applies to rm");
+        if (lifetime) {
+                uint64_t ms;
+
+                if (parse_duration_ms(lifetime, &ms) < 0 || ms < 1000 ||
+                    ms > LIFETIME_MAX_S * 1000ULL)
+                        return usage_error("--lifetime '%s' is not a duration from 1s to 30 days "
+                                           "(e.g. 90, 30m, 2h)",
+                                           lifetime);
+                a->lifetime_s = (double) ms / 1000.0;
         }
 
         if (a->state) {
@@ -301,15 +411,14 @@ static void print_refusal(struct cli_client *c, const struct cli_response *resp,
 
 /* Sends one call and parses its answer. Returns 0 with *ret_reply (a JSON object; the caller
  * releases it with json_decref()), or -errno after printing why. */
-static int sessions_call(struct cli_client *c, const struct sessions_args *a, const char *path,
-                         const char *body, json_t **ret_reply)
+static int sessions_call(struct cli_client *c, const struct sessions_args *a, const char *method,
+                         const char *path, const char *body, json_t **ret_reply)
 {
         struct cli_response resp = { 0 };
         json_t *reply;
         int r;
 
-        r = cli_client_request(c, verbs[a->verb].method, path, body, body ? strlen(body) : 0, NULL,
-                               NULL, &resp);
+        r = cli_client_request(c, method, path, body, body ? strlen(body) : 0, NULL, NULL, &resp);
         if (r < 0)
                 return r;
         if (resp.status < 200 || resp.status > 299) {
@@ -433,7 +542,7 @@ static int sessions_list(struct cli_client *c, const struct sessions_args *a)
         /* a->state is one of four words (parse_args): nothing to escape. */
         (void) snprintf(path, sizeof(path), "/v1/sessions%s%s", a->state ? "?state=" : "",
                         a->state ? a->state : "");
-        r = sessions_call(c, a, path, NULL, &reply);
+        r = sessions_call(c, a, "GET", path, NULL, &reply);
         if (r < 0)
                 return r;
         list = json_object_get(reply, "sessions");
@@ -464,7 +573,7 @@ static int sessions_act(struct cli_client *c, const struct sessions_args *a)
         (void) snprintf(path, sizeof(path), "/v1/sessions/%s%s", a->id, verbs[a->verb].suffix);
         /* Stop and resume take no body; an empty one still sends "Content-Length: 0". */
         (void) snprintf(body, sizeof(body), "{\"n\": %u}", a->n ? a->n : 1);
-        r = sessions_call(c, a, path,
+        r = sessions_call(c, a, verbs[a->verb].method, path,
                           a->verb == VERB_FORK ? body
                           : a->verb == VERB_RM ? NULL
                                                : "",
@@ -527,10 +636,108 @@ static int sessions_act(struct cli_client *c, const struct sessions_args *a)
                 }
                 return 0;
         case VERB_LIST:
+        case VERB_NEW:
                 break;
         }
         fputc('\n', stdout);
         return 0;
+}
+
+/* new: POST /v1/sessions; the id alone on the last line of stdout, for $(airlock sessions new). */
+static int sessions_new(struct cli_client *c, const struct sessions_args *a)
+{
+        _cleanup_(json_decrefp) json_t *req = json_object(), *reply = NULL;
+        _cleanup_free_ char *body = NULL;
+        const char *id;
+        int r;
+
+        if (!req)
+                return -ENOMEM;
+        if (a->profile)
+                (void) json_object_set_new(req, "profile", json_string(a->profile));
+        if (a->env)
+                (void) json_object_set(req, "env", a->env);
+        if (a->metadata)
+                (void) json_object_set(req, "metadata", a->metadata);
+        if (a->lifetime_s > 0)
+                (void) json_object_set_new(req, "lifetime_s", json_real(a->lifetime_s));
+        body = json_dumps(req, JSON_COMPACT);
+        if (!body)
+                return -ENOMEM;
+        r = sessions_call(c, a, "POST", "/v1/sessions", body, &reply);
+        if (r < 0)
+                return r;
+        if (a->json) {
+                print_json(reply);
+                return 0;
+        }
+        id = json_string_value(json_object_get(reply, "id"));
+        if (!id) {
+                fprintf(stderr, "airlock sessions: the daemon's reply has no session id\n");
+                return -EBADMSG;
+        }
+        put_safe(stdout, id);
+        fputc('\n', stdout);
+        return 0;
+}
+
+/* rm: each id in turn (or every stopped session); one refusal does not stop the others. */
+static int sessions_rm(struct cli_client *c, const struct sessions_args *a)
+{
+        _cleanup_(json_decrefp) json_t *listing = NULL, *replies = json_array();
+        struct sessions_args one = *a;
+        const char **ids = NULL;
+        size_t n = a->n_ids;
+        int r, failed = 0;
+
+        if (!replies)
+                return -ENOMEM;
+        if (a->all_stopped) {
+                json_t *list, *s;
+                size_t i;
+
+                r = sessions_call(c, a, "GET", "/v1/sessions?state=stopped", NULL, &listing);
+                if (r < 0)
+                        return r;
+                list = json_object_get(listing, "sessions");
+                n = json_array_size(list);
+                ids = calloc(n ? n : 1, sizeof(*ids));
+                if (!ids)
+                        return -ENOMEM;
+                json_array_foreach (list, i, s)
+                        ids[i] = json_string_value(json_object_get(s, "id"));
+                if (n == 0 && !a->json)
+                        printf("no stopped sessions\n");
+        }
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(json_decrefp) json_t *reply = NULL;
+                char path[128];
+
+                one.id = ids ? ids[i] : a->ids[i];
+                if (!one.id || !session_id_is_valid(one.id)) {
+                        failed = -EBADMSG;
+                        continue;
+                }
+                (void) snprintf(path, sizeof(path), "/v1/sessions/%s", one.id);
+                r = sessions_call(c, &one, "DELETE", path, NULL, &reply);
+                if (r < 0) {
+                        failed = r;
+                        continue;
+                }
+                if (!a->json) {
+                        fputs("deleted ", stdout);
+                        put_safe(stdout, one.id);
+                        fputc('\n', stdout);
+                } else if (n == 1 && !a->all_stopped) {
+                        print_json(reply);
+                } else {
+                        (void) json_array_append(replies, reply);
+                }
+        }
+        free(ids);
+        if (a->json && (n != 1 || a->all_stopped))
+                print_json(replies);
+        return failed;
 }
 
 int cmd_sessions(int argc, char **argv)
@@ -540,14 +747,23 @@ int cmd_sessions(int argc, char **argv)
         int r;
 
         r = parse_args(argc, argv, &a);
-        if (r < 0)
-                return EXIT_USAGE;
-        if (r > 0)
-                return 0;
-
+        if (r != 0) {
+                json_decref(a.env);
+                json_decref(a.metadata);
+                return r < 0 ? EXIT_USAGE : 0;
+        }
         if (cli_client_new("sessions", a.url, a.state_dir, &c) < 0)
-                return EXIT_FAILURE;
-        r = a.verb == VERB_LIST ? sessions_list(c, &a) : sessions_act(c, &a);
+                r = -EIO;
+        else if (a.verb == VERB_LIST)
+                r = sessions_list(c, &a);
+        else if (a.verb == VERB_NEW)
+                r = sessions_new(c, &a);
+        else if (a.verb == VERB_RM)
+                r = sessions_rm(c, &a);
+        else
+                r = sessions_act(c, &a);
         cli_client_free(c);
+        json_decref(a.env);
+        json_decref(a.metadata);
         return r < 0 ? EXIT_FAILURE : 0;
 }
