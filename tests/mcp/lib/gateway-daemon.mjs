@@ -3,26 +3,34 @@
 // pointing at a fake model (none without llmBaseUrl: the Files and Containers tests need no
 // model). stop() ends it by its pid (SIGTERM, then SIGKILL after 15 s), checks that it exited
 // 0 (a sanitizer report or a failed teardown fails the test), and removes the state directory.
+// `listen: 'unix'` listens on a unix socket in that directory instead (url is then
+// `unix:/PATH`); `token: null` lets the daemon make its own token file in `stateDir`.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { env, requireEnv } from './env.mjs';
 
-export async function startGatewayDaemon({ llmBaseUrl = null, flags = [] } = {}) {
+export async function startGatewayDaemon({
+  llmBaseUrl = null,
+  flags = [],
+  listen = '127.0.0.1:0',
+  token = 'token-of-the-openai-tools-test',
+} = {}) {
   requireEnv('bin');
   const dir = mkdtempSync(join(process.env.TMPDIR || tmpdir(), 'airlock-gateway-test-'));
-  const token = 'token-of-the-openai-tools-test';
+  const stateDir = join(dir, 'state');
+  if (listen === 'unix') listen = `unix:${join(dir, 'airlock.sock')}`;
   const daemonEnv = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !k.startsWith('AIRLOCK_') || k === 'AIRLOCK_LOG'),
   );
   const child = spawn(
     env.bin,
-    ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state'), '--pool-size', '0',
+    ['serve', '--listen', listen, '--state-dir', stateDir, '--pool-size', '0',
       ...(llmBaseUrl ? ['--llm-base-url', llmBaseUrl, '--llm-model', 'fake-model'] : []),
       ...flags],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...daemonEnv, AIRLOCK_TOKEN: token } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: token ? { ...daemonEnv, AIRLOCK_TOKEN: token } : daemonEnv },
   );
   let log = '';
   child.stdout.on('data', (d) => (log += d));
@@ -45,7 +53,7 @@ export async function startGatewayDaemon({ llmBaseUrl = null, flags = [] } = {})
   const deadline = Date.now() + 30000;
   let url;
   while (!url) {
-    url = log.match(/airlock: listening on (http:\/\/\S+)/)?.[1];
+    url = log.match(/airlock: listening on ((?:http:\/\/|unix:)\S+)/)?.[1];
     if (url) break;
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop().catch(() => {});
@@ -53,5 +61,6 @@ export async function startGatewayDaemon({ llmBaseUrl = null, flags = [] } = {})
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { url, token, log: () => log, stop };
+  token ??= readFileSync(join(stateDir, 'token'), 'utf8').trim();
+  return { url, token, stateDir, log: () => log, stop };
 }
