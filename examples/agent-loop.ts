@@ -1,16 +1,18 @@
-// The agent loop on airlock's JavaScript client, in TypeScript: a model with one tool,
-// run_python, whose calls run in one airlock session (variables and files persist between
-// them); figures come back as PNG bytes and are saved to ./airlock-output/.
+// The seed's agent loop on airlock's JavaScript client, in TypeScript (docs/CLIENTS.md; the
+// twin of examples/agent-loop.py): a model asks for run_python tool calls, a Sandbox runs them,
+// the results go back, until the model answers.
 //
-// The model is any OpenAI-compatible Chat Completions endpoint (OPENAI_BASE_URL, with
-// OPENAI_API_KEY and OPENAI_MODEL); without OPENAI_BASE_URL a scripted fake model plays its
-// part, so the loop runs end to end against a local daemon with nothing else.
+// With OPENAI_BASE_URL and OPENAI_API_KEY set (and OPENAI_MODEL, default gpt-4o-mini) it talks
+// to that OpenAI-compatible endpoint with fetch; otherwise a scripted fake model asks for what a
+// model would: load a CSV, fix its dates, plot it. The daemon is found as the CLI finds it
+// (AIRLOCK_URL, AIRLOCK_TOKEN or the token file); the plot lands in the path given (default
+// ./agent-loop-plot.png).
 //
 //   npm init -y && npm pkg set type=module      # an ES module: it uses top-level await
 //   npm install /path/to/airlock/clients/js typescript @types/node
 //   npx tsc --strict --target es2022 --module nodenext --lib es2022,esnext.disposable agent-loop.ts
-//   AIRLOCK_URL=http://127.0.0.1:8080 node agent-loop.js "What is the 20th Fibonacci number?"
-import { mkdir, writeFile } from 'node:fs/promises';
+//   node agent-loop.js [PLOT.png]
+import { writeFile } from 'node:fs/promises';
 import { Sandbox } from '@airlock/client';
 
 interface ToolCall {
@@ -31,25 +33,20 @@ const TOOLS = [
     type: 'function',
     function: {
       name: 'run_python',
-      description:
-        'Run Python in a persistent sandbox (numpy, pandas, matplotlib). Variables and files in /work persist; the last expression is returned; figures are captured.',
-      parameters: {
-        type: 'object',
-        properties: { code: { type: 'string', description: 'the Python code' } },
-        required: ['code'],
-      },
+      description: 'Run Python in a persistent sandbox (pandas, matplotlib); files in /work.',
+      parameters: { type: 'object', properties: { code: { type: 'string' } }, required: ['code'] },
     },
   },
 ];
 
-// An OpenAI-compatible endpoint, by fetch: one POST per turn.
-function chatCompletions(baseUrl: string): Model {
+// One Chat Completions round trip to a real endpoint.
+function chatCompletions(baseUrl: string, apiKey: string): Model {
   return async (messages) => {
     const res = await fetch(`${baseUrl.replace(/\/+$/, '')}/chat/completions`, {
       method: 'POST',
       headers: {
         'Content-Type': 'application/json',
-        Authorization: `Bearer ${process.env.OPENAI_API_KEY ?? ''}`,
+        Authorization: `Bearer ${apiKey}`,
       },
       body: JSON.stringify({ model: process.env.OPENAI_MODEL ?? 'gpt-4o-mini', messages, tools: TOOLS }),
     });
@@ -59,69 +56,54 @@ function chatCompletions(baseUrl: string): Model {
   };
 }
 
-// The scripted stand-in: first a tool call, then an answer read from the tool's result.
-function fakeModel(): Model {
-  let turn = 0;
-  return async (messages) => {
-    turn += 1;
-    if (turn === 1)
-      return {
-        role: 'assistant',
-        content: null,
-        tool_calls: [
-          {
-            id: 'call_1',
-            type: 'function',
-            function: {
-              name: 'run_python',
-              arguments: JSON.stringify({
-                code: [
-                  'import matplotlib.pyplot as plt',
-                  'fib = [0, 1]',
-                  'while len(fib) < 21: fib.append(fib[-1] + fib[-2])',
-                  'print("first 20:", fib[1:21])',
-                  'plt.plot(fib[1:21]); plt.title("Fibonacci")',
-                  'fib[20]',
-                ].join('\n'),
-              }),
-            },
-          },
-        ],
-      };
-    const tool = messages[messages.length - 1];
-    const result = /^result: (.*)$/m.exec(tool.content ?? '')?.[1] ?? '(no result)';
-    return { role: 'assistant', content: `The 20th Fibonacci number is ${result}.` };
-  };
-}
-
-const question = process.argv[2] ?? 'What is the 20th Fibonacci number? Plot the first 20.';
-const model = process.env.OPENAI_BASE_URL ? chatCompletions(process.env.OPENAI_BASE_URL) : fakeModel();
-const messages: Message[] = [
-  { role: 'system', content: 'Answer with the help of run_python. Be brief.' },
-  { role: 'user', content: question },
+// What a model would answer: the next scripted tool call, then a closing sentence.
+const SCRIPT = [
+  "import pandas as pd\ndf = pd.read_csv('sales.csv')\ndf.dtypes",
+  "df['date'] = df['date'].map(pd.to_datetime)\ndf = df.sort_values('date')\ndf",
+  "import matplotlib.pyplot as plt\nplt.plot(df['date'], df['amount'], marker='o')\n" +
+    "plt.title('amount over time'); plt.gcf().autofmt_xdate(); plt.savefig('plot.png')",
 ];
+const fakeModel: Model = async (messages) => {
+  const step = messages.filter((m) => m.role === 'tool').length;
+  if (step < SCRIPT.length)
+    return {
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        { id: `call_${step}`, type: 'function', function: { name: 'run_python', arguments: JSON.stringify({ code: SCRIPT[step] }) } },
+      ],
+    };
+  return { role: 'assistant', content: 'Dates parsed, chart saved as plot.png.' };
+};
+
+const TASK =
+  'sales.csv has a date column in mixed formats and an amount column. Load it, make the ' +
+  'dates real dates, plot amount over time and save the chart as plot.png.';
+const CSV =
+  'date,amount\n2024-01-05,120\n01/12/2024,95\nJan 19 2024,143\n2024-01-26,160\n' +
+  '02/02/2024,151\nFeb 9 2024,178\n';
+
+const { OPENAI_BASE_URL, OPENAI_API_KEY } = process.env;
+const model = OPENAI_BASE_URL && OPENAI_API_KEY ? chatCompletions(OPENAI_BASE_URL, OPENAI_API_KEY) : fakeModel;
+const out = process.argv[2] ?? 'agent-loop-plot.png';
+const messages: Message[] = [{ role: 'user', content: TASK }];
 
 // The session is deleted when the block ends, however it ends.
-await using sb = await Sandbox.create();
-let saved = 0;
-for (let round = 1; round <= 10; round++) {
-  const reply = await model(messages);
-  messages.push(reply);
-  if (!reply.tool_calls?.length) {
-    console.log(reply.content);
-    break;
-  }
-  for (const call of reply.tool_calls) {
+await using sb = await Sandbox.create({ profile: 'visualization' });
+await sb.files.write('sales.csv', CSV);
+let msg: Message;
+for (;;) {
+  // the loop itself
+  msg = await model(messages);
+  messages.push(msg);
+  if (!msg.tool_calls?.length) break;
+  for (const call of msg.tool_calls) {
     const { code } = JSON.parse(call.function.arguments) as { code: string };
-    console.error(`airlock: ${call.function.name}: ${code.split('\n')[0]} ...`);
-    const ex = await sb.runCode(code, { onStdout: (text) => void process.stderr.write(text) });
-    for (const output of ex.outputs) {
-      if (!output.png) continue;
-      await mkdir('airlock-output', { recursive: true });
-      const path = `airlock-output/figure-${++saved}.png`;
-      await writeFile(path, output.png);
-      console.error(`saved: ${path}`);
-    }
+    const ex = await sb.runCode(code);
+    console.log(`--- run_python:\n${code}\n>>> ${ex.forModel()}\n`);
     messages.push({ role: 'tool', tool_call_id: call.id, content: ex.forModel() });
   }
 }
+console.log('model:', msg.content);
+await writeFile(out, await sb.files.read('plot.png', { format: 'bytes' }));
+console.log('saved the plot as', out);
