@@ -3,6 +3,8 @@
  * never a hole. */
 #include "json-body.h"
 #include "base/json-util.h"
+#include "router.h"
+#include "tools/base64.h"
 
 #include "base/cleanup.h"
 
@@ -167,19 +169,138 @@ static int seconds_field(json_t *root, const char *name, double max, uint64_t *r
         return 0;
 }
 
+static int env_check(json_t *obj, struct body_error *err);
+
+int body_cwd_check(const char *cwd, struct body_error *err)
+{
+        const char *p = cwd;
+        char excerpt[80];
+
+        key_excerpt(cwd, excerpt, sizeof(excerpt));
+        if (*cwd == '\0')
+                return body_fail(err, "cwd",
+                                 "field 'cwd' is empty; give a directory, absolute "
+                                 "or relative to /work");
+        if (strlen(cwd) > BODY_CWD_MAX)
+                return body_fail(err, "cwd", "field 'cwd' is longer than %d bytes", BODY_CWD_MAX);
+        /* A relative path stays below /work: ".." would name some other place by a detour. */
+        for (;;) {
+                size_t n = strcspn(p, "/");
+                if (cwd[0] != '/' && n == 2 && p[0] == '.' && p[1] == '.')
+                        return body_fail(err, "cwd",
+                                         "cwd: '%s' leaves /work through '..'; give an absolute "
+                                         "path instead",
+                                         excerpt);
+                if (p[n] == '\0')
+                        return 0;
+                p += n + 1;
+        }
+}
+
+void exec_files_free(struct exec_file *files, size_t n)
+{
+        for (size_t i = 0; files && i < n; i++)
+                free(files[i].data);
+        free(files);
+}
+
+int exec_files_decode(const json_t *files, struct exec_file **ret_files, size_t *ret_n,
+                      struct body_error *err)
+{
+        struct exec_file *out = NULL;
+        const char *path;
+        json_t *value;
+        size_t n = 0;
+        int r = 0;
+
+        if (json_object_size(files) > BODY_FILES_MAX)
+                return body_fail(err, "files", "field 'files' has more than %d files",
+                                 BODY_FILES_MAX);
+        out = calloc(json_object_size(files) + 1, sizeof(*out));
+        if (!out)
+                return -ENOMEM;
+        json_object_foreach ((json_t *) files, path, value) {
+                const char *why = NULL;
+                char excerpt[80];
+
+                key_excerpt(path, excerpt, sizeof(excerpt));
+                if (route_check_file_path(path, false, &why) < 0) {
+                        r = body_fail(err, "files", "files: '%s': %s", excerpt, why);
+                        break;
+                }
+                if (!json_is_string(value)) {
+                        r = body_fail(err, "files",
+                                      "files: the content of '%s' must be a base64 string, not %s",
+                                      excerpt, json_type_name(value));
+                        break;
+                }
+                r = base64_decode(json_string_value(value), json_string_length(value), &out[n].data,
+                                  &out[n].len);
+                if (r == -EINVAL)
+                        r = body_fail(err, "files",
+                                      "files: the content of '%s' is not valid base64", excerpt);
+                if (r < 0)
+                        break;
+                out[n++].path = path;
+        }
+        if (r < 0) {
+                exec_files_free(out, n);
+                return r;
+        }
+        *ret_files = out;
+        *ret_n = n;
+        return 0;
+}
+
+/* The fields every execute takes besides the code: stdin, env, cwd, and files (one-shot). */
+static int exec_extras_parse(json_t *root, struct exec_body *out, struct body_error *err)
+{
+        json_t *v;
+        int r;
+
+        v = json_object_get(root, "stdin");
+        if (v) {
+                if (json_string_length(v) > BODY_STDIN_MAX)
+                        return body_fail(err, "stdin",
+                                         "field 'stdin' is %zu bytes, over the limit of %u "
+                                         "bytes (send larger input as a file)",
+                                         json_string_length(v), BODY_STDIN_MAX);
+                out->stdin_text = json_string_value(v);
+        }
+        v = json_object_get(root, "env");
+        if (v) {
+                r = env_check(v, err);
+                if (r < 0)
+                        return r;
+                out->env = v;
+        }
+        v = json_object_get(root, "cwd");
+        if (v) {
+                r = body_cwd_check(json_string_value(v), err);
+                if (r < 0)
+                        return r;
+                out->cwd = json_string_value(v);
+        }
+        /* Decoded by exec_files_decode() when the one-shot runs: checked once, there. */
+        out->files = json_object_get(root, "files");
+        return 0;
+}
+
 int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_root,
                     struct exec_body *ret, struct body_error *err)
 {
         static const struct body_field oneshot_fields[] = {
                 { "code", BODY_STRING, true },       { "language", BODY_STRING, false },
                 { "profile", BODY_STRING, false },   { "timeout", BODY_NUMBER, false },
-                { "timeout_s", BODY_NUMBER, false },
+                { "timeout_s", BODY_NUMBER, false }, { "stdin", BODY_STRING, false },
+                { "env", BODY_OBJECT, false },       { "cwd", BODY_STRING, false },
+                { "files", BODY_OBJECT, false },
         };
         static const struct body_field session_fields[] = {
-                { "code", BODY_STRING, true },
-                { "language", BODY_STRING, false },
-                { "timeout_s", BODY_NUMBER, false },
-                { "timeout", BODY_NUMBER, false },
+                { "code", BODY_STRING, true },       { "language", BODY_STRING, false },
+                { "timeout_s", BODY_NUMBER, false }, { "timeout", BODY_NUMBER, false },
+                { "stdin", BODY_STRING, false },     { "env", BODY_OBJECT, false },
+                { "cwd", BODY_STRING, false },
         };
         json_t *root = NULL;
         struct exec_body out = { .language = "python" };
@@ -233,6 +354,9 @@ int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_roo
                 r = seconds_field(root, "timeout_s", BODY_TIMEOUT_MAX_S, &out.timeout_ms, err);
         if (r < 0)
                 goto fail;
+        r = exec_extras_parse(root, &out, err);
+        if (r < 0)
+                goto fail;
 
         *ret_root = root;
         *ret = out;
@@ -256,19 +380,15 @@ static bool env_name_is_valid(const char *name)
         return true;
 }
 
-static int env_parse(json_t *obj, char ***ret_env, struct body_error *err)
+/* The names and values of an env object, as the create call and every execute take them. */
+static int env_check(json_t *obj, struct body_error *err)
 {
-        _cleanup_strv_free_ char **env = NULL;
         const char *key;
         json_t *value;
-        size_t n = 0;
 
         if (json_object_size(obj) > BODY_ENV_MAX)
                 return body_fail(err, "env", "field 'env' has more than %d variables",
                                  BODY_ENV_MAX);
-        env = calloc(json_object_size(obj) + 1, sizeof(char *));
-        if (!env)
-                return -ENOMEM;
         json_object_foreach (obj, key, value) {
                 char excerpt[80];
 
@@ -279,6 +399,11 @@ static int env_parse(json_t *obj, char ***ret_env, struct body_error *err)
                                 "env: '%s' is not a variable name ([A-Za-z_][A-Za-z0-9_]*, "
                                 "at most %d characters)",
                                 excerpt, BODY_ENV_NAME_MAX);
+                if (strncmp(key, "LD_", 3) == 0 || strncmp(key, "PYTHON", 6) == 0)
+                        return body_fail(err, "env",
+                                         "env: '%s' may not be set: LD_* and PYTHON* change how "
+                                         "the interpreter itself loads",
+                                         excerpt);
                 if (!json_is_string(value))
                         return body_fail(err, "env",
                                          "env: the value of '%s' must be a string, not %s", excerpt,
@@ -287,6 +412,25 @@ static int env_parse(json_t *obj, char ***ret_env, struct body_error *err)
                         return body_fail(err, "env",
                                          "env: the value of '%s' is longer than %d bytes", excerpt,
                                          BODY_ENV_VALUE_MAX);
+        }
+        return 0;
+}
+
+static int env_parse(json_t *obj, char ***ret_env, struct body_error *err)
+{
+        _cleanup_strv_free_ char **env = NULL;
+        const char *key;
+        json_t *value;
+        size_t n = 0;
+        int r;
+
+        r = env_check(obj, err);
+        if (r < 0)
+                return r;
+        env = calloc(json_object_size(obj) + 1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        json_object_foreach (obj, key, value) {
                 if (asprintf(&env[n], "%s=%s", key, json_string_value(value)) < 0) {
                         env[n] = NULL;
                         return -ENOMEM;

@@ -43,14 +43,23 @@ struct body_field {
 int body_parse_object(const char *buf, size_t len, bool empty_ok, const struct body_field *fields,
                       size_t n_fields, json_t **ret_root, struct body_error *err);
 
-/* POST /execute (one_shot: code, language, profile, timeout, timeout_s) and POST
- * /v1/sessions/{id}/execute (code, language, timeout_s, timeout). Strings are borrowed from
- * *ret_root, which the caller releases with json_decref(). */
+/* POST /execute (one_shot: code, language, profile, timeout, timeout_s, files) and POST
+ * /v1/sessions/{id}/execute (code, language, timeout_s, timeout); both also take stdin, env
+ * and cwd. Strings and objects are borrowed from *ret_root, which the caller releases with
+ * json_decref(). */
+#define BODY_STDIN_MAX (1u << 20)
+#define BODY_CWD_MAX 4096
 struct exec_body {
         const char *code;
-        const char *language; /* "python" (default) or "bash" */
-        const char *profile;  /* one_shot only; NULL = the default profile */
-        uint64_t timeout_ms;  /* 0 = the profile's */
+        const char *language;   /* "python" (default) or "bash" */
+        const char *profile;    /* one_shot only; NULL = the default profile */
+        uint64_t timeout_ms;    /* 0 = the profile's (or the session's timeout_s) */
+        const char *stdin_text; /* NULL = empty */
+        const json_t *env;      /* NULL or an object name -> string, names checked */
+        const char *cwd;        /* NULL, absolute, or relative to /work without ".." */
+        /* one_shot only: NULL or an object "relative/path" -> base64, paths and encoding
+         * checked (see exec_files_decode) */
+        const json_t *files;
 };
 
 int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_root,
@@ -73,3 +82,24 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
 /* True for a profile name as profiles are named ([a-z0-9][a-z0-9_-]{0,63}). A client never
  * gets to name a profile file by path. */
 bool body_profile_name_is_valid(const char *name);
+
+/* The cwd of an execute: non-empty, at most BODY_CWD_MAX bytes, and a relative one has no ".."
+ * component (it names a place below /work). Returns 0 or -EINVAL with err filled (field
+ * "cwd"). Whether it exists is the sandbox's to say. */
+int body_cwd_check(const char *cwd, struct body_error *err);
+
+/* One-shot input files: "relative/path" -> base64 (RFC 4648; whitespace skipped). */
+#define BODY_FILES_MAX 1000
+struct exec_file {
+        const char *path; /* borrowed from the request object */
+        char *data;       /* decoded, owned */
+        size_t len;
+};
+
+/* Decodes the files object of a one-shot execute: each path checked as the files API checks
+ * one (relative to /work, no "..", no empty component), each value a base64 string. On success
+ * *ret_files is a new array of *ret_n entries (free with exec_files_free()). Returns 0,
+ * -EINVAL with err naming the file (field "files"), or -ENOMEM. */
+int exec_files_decode(const json_t *files, struct exec_file **ret_files, size_t *ret_n,
+                      struct body_error *err);
+void exec_files_free(struct exec_file *files, size_t n);

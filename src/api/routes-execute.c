@@ -14,6 +14,7 @@
 #include "json-body.h"
 #include "reply-queue.h"
 #include "session/session.h"
+#include "tools/base64.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -37,13 +38,90 @@ struct exec_failure {
 
 static const char *field_in_message(const char *msg)
 {
-        static const char *const fields[] = { "timeout_s", "timeout", "language",
-                                              "profile",   "code",    NULL };
+        static const char *const fields[] = { "timeout_s", "timeout", "language", "profile", "code",
+                                              "stdin",     "env",     "cwd",      "files",   NULL };
 
+        /* "field: why" names its field first; else the first field the prose mentions. */
+        for (size_t i = 0; fields[i]; i++) {
+                size_t n = strlen(fields[i]);
+                if (strncmp(msg, fields[i], n) == 0 && msg[n] == ':')
+                        return fields[i];
+        }
         for (size_t i = 0; fields[i]; i++)
                 if (strstr(msg, fields[i]))
                         return fields[i];
         return NULL;
+}
+
+/* The execute request of a body: the cell and this call's stdin, env and cwd. */
+static struct exec_request exec_request_of(const struct exec_body *body)
+{
+        return (struct exec_request){ .language = body->language,
+                                      .code = body->code,
+                                      .timeout_ms = body->timeout_ms,
+                                      .stdin_text = body->stdin_text,
+                                      .env = body->env,
+                                      .cwd = body->cwd };
+}
+
+/* A one-shot's output file for the answer: its content in base64, or null and why not. */
+static int add_file_content(void *userdata, json_t *entry, const char *data, size_t len,
+                            const char *omitted)
+{
+        _cleanup_free_ char *b64 = NULL;
+
+        (void) userdata;
+        if (!data)
+                return json_object_set_new(entry, "content", json_null()) < 0 ||
+                                       json_object_set_new(entry, "omitted", json_string(omitted)) <
+                                               0
+                               ? -ENOMEM
+                               : 0;
+        b64 = base64_encode(data, len);
+        if (!b64 || json_object_set_new(entry, "content", json_string(b64)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* The one-shot's files: the decoded inputs (owned) and the read-back hook. */
+struct once_files {
+        struct exec_file *in;
+        size_t n_in;
+        struct run_once_file *in_ref;
+        struct run_once_files files;
+};
+
+static void once_files_done(struct once_files *of)
+{
+        exec_files_free(of->in, of->n_in);
+        free(of->in_ref);
+        *of = (struct once_files){ 0 };
+}
+
+static int once_files_init(const struct exec_body *body, struct once_files *of,
+                           struct body_error *berr)
+{
+        int r;
+
+        *of = (struct once_files){ 0 };
+        if (body->files) {
+                r = exec_files_decode(body->files, &of->in, &of->n_in, berr);
+                if (r < 0)
+                        return r;
+                of->in_ref = calloc(of->n_in + 1, sizeof(*of->in_ref));
+                if (!of->in_ref) {
+                        once_files_done(of);
+                        return -ENOMEM;
+                }
+                for (size_t i = 0; i < of->n_in; i++)
+                        of->in_ref[i] = (struct run_once_file){ .path = of->in[i].path,
+                                                                .data = of->in[i].data,
+                                                                .len = of->in[i].len };
+        }
+        of->files.in = of->in_ref;
+        of->files.n_in = of->n_in;
+        of->files.on_file = add_file_content;
+        return 0;
 }
 
 static void exec_failure_of(struct api_server *srv, int r, const struct airlock_error *err,
@@ -131,6 +209,7 @@ struct exec_stream {
         json_t *root; /* the request body; owns the strings of req and opts */
         struct exec_request req;
         struct exec_sink sink;
+        struct once_files files; /* one-shot only */
         int client_fd;
         unsigned refs; /* the reply (or the handler before it), worker, watcher */
 };
@@ -138,6 +217,7 @@ struct exec_stream {
 static void stream_destroy(struct exec_stream *st)
 {
         reply_queue_done(&st->q);
+        once_files_done(&st->files);
         session_unref(st->session);
         json_decref(st->root);
         pthread_cond_destroy(&st->cond);
@@ -257,7 +337,8 @@ static void *stream_worker(void *userdata)
         if (st->session)
                 r = session_execute(st->session, &st->req, &result, &err);
         else
-                r = session_run_once(st->srv->mgr, &st->opts, &st->req, &result, &err);
+                r = session_run_once_files(st->srv->mgr, &st->opts, &st->req, &st->files.files,
+                                           &result, &err);
 
         pthread_mutex_lock(&st->lock);
         for (int s = 1; s <= 2; s++) {
@@ -374,9 +455,9 @@ static bool wants_stream(struct api_request *req)
 }
 
 /* Starts the worker and answers: a normal error reply if it failed at once, else the 200
- * stream. Takes over session (may be NULL) and root. */
+ * stream. Takes over session (may be NULL), root and files (one-shot, may be NULL). */
 static int stream_start(struct api_request *req, struct session *session, json_t *root,
-                        const struct exec_body *body)
+                        const struct exec_body *body, struct once_files *files)
 {
         const union MHD_ConnectionInfo *ci;
         struct exec_stream *st;
@@ -391,7 +472,12 @@ static int stream_start(struct api_request *req, struct session *session, json_t
         if (!st) {
                 session_unref(session);
                 json_decref(root);
+                if (files)
+                        once_files_done(files);
                 return -ENOMEM;
+        }
+        if (files) {
+                st->files = *files;
         }
         pthread_mutex_init(&st->lock, NULL);
         pthread_condattr_init(&attr);
@@ -406,9 +492,7 @@ static int stream_start(struct api_request *req, struct session *session, json_t
         st->opts.profile = body->profile;
         st->sink.on_output = stream_on_output;
         st->sink.userdata = st;
-        st->req.language = body->language;
-        st->req.code = body->code;
-        st->req.timeout_ms = body->timeout_ms;
+        st->req = exec_request_of(body);
         st->req.sink = &st->sink;
         ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         st->client_fd = ci ? ci->connect_fd : -EBADF;
@@ -469,23 +553,29 @@ int api_handle_execute_once(struct api_request *req)
         struct airlock_error err = { { 0 } };
         struct body_error berr = { { 0 } };
         struct exec_body body;
+        struct once_files files;
+        struct exec_request ereq;
         json_t *root = NULL, *result = NULL;
         int r;
 
         r = exec_body_parse(req->body, req->body_len, true, &root, &body, &berr);
+        if (r >= 0) {
+                r = once_files_init(&body, &files, &berr);
+                if (r < 0)
+                        json_decref(root);
+        }
         if (r == -EINVAL)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, berr.field, "%s", berr.msg);
         if (r < 0)
                 return r;
         if (wants_stream(req))
-                return stream_start(req, NULL, root, &body);
+                return stream_start(req, NULL, root, &body, &files);
 
-        r = session_run_once(req->srv->mgr,
-                             &(struct session_create_options){ .profile = body.profile },
-                             &(struct exec_request){ .language = body.language,
-                                                     .code = body.code,
-                                                     .timeout_ms = body.timeout_ms },
-                             &result, &err);
+        ereq = exec_request_of(&body);
+        r = session_run_once_files(req->srv->mgr,
+                                   &(struct session_create_options){ .profile = body.profile },
+                                   &ereq, &files.files, &result, &err);
+        once_files_done(&files);
         json_decref(root);
         if (r < 0)
                 return reply_exec_failure(req, r, &err, NULL);
@@ -498,6 +588,7 @@ int api_handle_session_execute(struct api_request *req)
         struct body_error berr = { { 0 } };
         struct exec_body body;
         struct session *s = NULL;
+        struct exec_request ereq;
         json_t *root = NULL, *result = NULL, *desc;
         const char *state;
         int r;
@@ -527,14 +618,11 @@ int api_handle_session_execute(struct api_request *req)
                         return r;
                 }
                 json_decref(desc);
-                return stream_start(req, s, root, &body);
+                return stream_start(req, s, root, &body, NULL);
         }
 
-        r = session_execute(s,
-                            &(struct exec_request){ .language = body.language,
-                                                    .code = body.code,
-                                                    .timeout_ms = body.timeout_ms },
-                            &result, &err);
+        ereq = exec_request_of(&body);
+        r = session_execute(s, &ereq, &result, &err);
         json_decref(root);
         if (r < 0) {
                 char id[SESSION_ID_LEN + 1];

@@ -6,11 +6,40 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+/* write_full() that also waits on a non-blocking fd (the daemon's end of a control socket)
+ * when a large frame fills the socket buffer, for at most WIRE_SEND_WAIT_MS each time the
+ * peer takes nothing: a peer that stops reading ends the send with -ETIMEDOUT instead of
+ * holding the sender for ever. */
+#define WIRE_SEND_WAIT_MS 30000
+static int write_waiting(int fd, const char *p, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+                        int k = poll(&pfd, 1, WIRE_SEND_WAIT_MS);
+                        if (k < 0 && errno != EINTR)
+                                return -errno;
+                        if (k == 0)
+                                return -ETIMEDOUT;
+                        continue;
+                }
+                if (n < 0)
+                        return -errno;
+                p += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
 
 int wire_send(int fd, const json_t *obj)
 {
@@ -32,16 +61,18 @@ int wire_send(int fd, const json_t *obj)
         do
                 n = writev(fd, (struct iovec[2]){ { &len_le, sizeof(len_le) }, { text, len } }, 2);
         while (n < 0 && errno == EINTR);
-        if (n < 0)
+        if (n < 0 && errno == EAGAIN)
+                n = 0; /* the buffer is full: wait for room below */
+        else if (n < 0)
                 return -errno;
         if ((size_t) n < sizeof(len_le)) {
-                r = write_full(fd, (char *) &len_le + n, sizeof(len_le) - (size_t) n);
+                r = write_waiting(fd, (char *) &len_le + n, sizeof(len_le) - (size_t) n);
                 if (r < 0)
                         return r;
                 n = sizeof(len_le);
         }
-        return write_full(fd, text + ((size_t) n - sizeof(len_le)),
-                          len - ((size_t) n - sizeof(len_le)));
+        return write_waiting(fd, text + ((size_t) n - sizeof(len_le)),
+                             len - ((size_t) n - sizeof(len_le)));
 }
 
 int wire_recv(int fd, size_t max, json_t **ret_obj)

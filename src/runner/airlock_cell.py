@@ -8,7 +8,10 @@ The runner (runner.c) embeds CPython and carries this module inside its own bina
     reseed()                             in every fresh session right after the fork
     warmup_begin(), warmup_end()         in a warm pool member, around the cells it runs
                                          before it is handed over
-    run_cell(code) -> dict               once per execute request
+    run_cell(code, stdin=, env=, cwd=) -> dict
+                                         once per execute request (the keywords only when the
+                                         request gives them: this call's stdin, environment
+                                         and working directory, undone after the cell)
     snapshot(fd, bash_state) -> dict     on stop, checkpoint and fork: write the variables of
                                          __main__ as one pickle to fd (a pipe to the daemon)
     restore(fd, offset, size, modules, lost_names, count, reseed) -> dict
@@ -343,9 +346,63 @@ def reseed():
         nprandom.seed([int.from_bytes(raw[i:i + 4], "little") for i in range(0, 32, 4)])
 
 
-def run_cell(code):
+def _call_enter(saved, stdin, env, cwd):
+    """Applies an execute request's stdin, env and cwd for this cell, noting in saved what
+    _call_leave() must undo (also when a step fails half-way). stdin is a memfd on fd 0, so
+    input(), sys.stdin and subprocesses all read it, then EOF; nothing the cell does not read
+    can block anyone."""
+    if env:
+        saved["env"] = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+    if cwd is not None:
+        saved["cwd"] = _cwd()
+        os.chdir(cwd)
+    if stdin is not None:
+        data = stdin.encode("utf-8", "surrogateescape")
+        fd = os.memfd_create("airlock-stdin", os.MFD_CLOEXEC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.lseek(fd, 0, os.SEEK_SET)
+            saved["fd0"] = os.dup(0)
+            os.dup2(fd, 0)
+        finally:
+            os.close(fd)
+        saved["stdin"] = sys.stdin
+        sys.stdin = open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
+
+
+def _call_leave(saved):
+    """Undoes _call_enter(): the session's stdin (EOF), environment and directory are back."""
+    if "stdin" in saved:
+        sys.stdin = saved.pop("stdin")
+    if "fd0" in saved:
+        fd0 = saved.pop("fd0")
+        try:
+            os.dup2(fd0, 0)
+        finally:
+            os.close(fd0)
+    if "cwd" in saved:
+        cwd = saved.pop("cwd")
+        if cwd is not None:
+            try:
+                os.chdir(cwd)
+            except OSError:
+                pass
+    if "env" in saved:
+        for k, v in saved.pop("env").items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_cell(code, stdin=None, env=None, cwd=None):
     """Run one cell. Returns {"status", "result", "error", "exit_code", "outputs",
-    "execution_count", "files"} (see the module docstring and DESIGN.md section 4)."""
+    "execution_count", "files"} (see the module docstring and DESIGN.md section 4). stdin, env
+    and cwd apply to this cell only; the files manifest stays that of the session's own
+    directory."""
     global _count, _cell_outputs, _cell_figures
     _count += 1
     n = _count
@@ -364,8 +421,11 @@ def run_cell(code):
     except KeyboardInterrupt:
         interrupted = True
 
+    saved = {}
     if not interrupted:
         try:
+            if stdin is not None or env or cwd is not None:
+                _call_enter(saved, stdin, env, cwd)
             has_value, value = _execute(code, n, ns)
             if has_value and value is not None:
                 ns["_"] = value
@@ -388,6 +448,13 @@ def run_cell(code):
 
     # Bookkeeping after the cell. A SIGINT that lands here (the daemon's timeout racing the end of
     # the cell) must not lose the reply: each step is guarded and the cell reported interrupted.
+    while saved:
+        try:
+            _call_leave(saved)
+        except KeyboardInterrupt:
+            interrupted = True
+        except Exception:
+            pass  # each step leaves saved before it runs: the loop ends
     try:
         _flush_figures(outputs)
         _patch_pyplot()

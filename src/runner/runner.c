@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -467,11 +468,61 @@ static double cpu_ms_now(void)
                        1000.0;
 }
 
+/* The keyword arguments of run_cell() for what the request adds around the cell: stdin, env
+ * and cwd (see struct shell_call). Sets *ret_kwargs to NULL when the request has none of them.
+ * Returns 0, or -1 with a Python error set. */
+static int call_kwargs(const struct shell_call *call, PyObject **ret_kwargs)
+{
+        _cleanup_pydecref_ PyObject *kwargs = NULL, *env = NULL;
+        const char *name;
+        json_t *value;
+
+        *ret_kwargs = NULL;
+        if (!call->stdin_text && !call->env && !call->cwd)
+                return 0;
+        kwargs = PyDict_New();
+        if (!kwargs)
+                return -1;
+        if (call->stdin_text) {
+                _cleanup_pydecref_ PyObject *v = PyUnicode_FromString(call->stdin_text);
+                if (!v || PyDict_SetItemString(kwargs, "stdin", v) < 0)
+                        return -1;
+        }
+        if (call->cwd) {
+                _cleanup_pydecref_ PyObject *v = PyUnicode_FromString(call->cwd);
+                if (!v || PyDict_SetItemString(kwargs, "cwd", v) < 0)
+                        return -1;
+        }
+        if (call->env) {
+                env = PyDict_New();
+                if (!env)
+                        return -1;
+                json_object_foreach (call->env, name, value) {
+                        _cleanup_pydecref_ PyObject *v = NULL;
+                        if (!json_is_string(value))
+                                continue;
+                        v = PyUnicode_FromString(json_string_value(value));
+                        if (!v || PyDict_SetItemString(env, name, v) < 0)
+                                return -1;
+                }
+                if (PyDict_SetItemString(kwargs, "env", env) < 0)
+                        return -1;
+        }
+        *ret_kwargs = TAKE_PTR(kwargs);
+        return 0;
+}
+
 static json_t *handle_exec(json_t *req)
 {
         const char *language = json_string_value(json_object_get(req, "language"));
         const char *code = json_string_value(json_object_get(req, "code"));
-        _cleanup_pydecref_ PyObject *res = NULL;
+        json_t *env = json_object_get(req, "env");
+        const struct shell_call call = {
+                .stdin_text = json_string_value(json_object_get(req, "stdin")),
+                .env = json_is_object(env) ? env : NULL,
+                .cwd = json_string_value(json_object_get(req, "cwd")),
+        };
+        _cleanup_pydecref_ PyObject *res = NULL, *kwargs = NULL;
         struct rusage ru;
         double cpu0 = cpu_ms_now();
         json_t *out;
@@ -485,7 +536,7 @@ static json_t *handle_exec(json_t *req)
                 snap = PyObject_CallMethod(cell_module, "files_snapshot", NULL);
                 if (!snap)
                         PyErr_Clear();
-                out = shell_run(code);
+                out = shell_run(code, &call);
                 if (snap)
                         changed = PyObject_CallMethod(cell_module, "files_changed", "(O)", snap);
                 if (!changed)
@@ -494,8 +545,19 @@ static json_t *handle_exec(json_t *req)
                         json_object_set_new(out, "files",
                                             changed ? py_to_json(changed, 0) : json_array());
         } else {
+                if (call_kwargs(&call, &kwargs) < 0) {
+                        python_error_string(msg, sizeof(msg));
+                        return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
+                }
                 channel_cell_begin(req);
-                res = PyObject_CallMethod(cell_module, "run_cell", "s", code);
+                if (kwargs) {
+                        _cleanup_pydecref_ PyObject *fn = NULL, *args = NULL;
+                        fn = PyObject_GetAttrString(cell_module, "run_cell");
+                        args = fn ? Py_BuildValue("(s)", code) : NULL;
+                        res = args ? PyObject_Call(fn, args, kwargs) : NULL;
+                } else {
+                        res = PyObject_CallMethod(cell_module, "run_cell", "s", code);
+                }
                 channel_cell_end();
                 if (!res && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
                         /* An interrupt that landed after the user's code, while the cell module
@@ -523,6 +585,25 @@ done:
         json_object_set_new(out, "cpu_ms", json_real(cpu_ms_now() - cpu0));
         json_object_set_new(out, "max_rss_bytes", json_integer((json_int_t) ru.ru_maxrss * 1024));
         return out;
+}
+
+/* Whether path is a directory the sandbox's user can enter, for an execute's cwd: checked
+ * before the cell is sent, so that a wrong one is the client's error (400), not the cell's. */
+static json_t *handle_check_dir(json_t *req)
+{
+        const char *path = json_string_value(json_object_get(req, "path"));
+        struct stat st;
+
+        if (!path)
+                return json_pack("{s:s, s:b, s:s}", "op", "ok", "dir", 0, "error", "no path");
+        if (stat(path, &st) < 0)
+                return json_pack("{s:s, s:b, s:s}", "op", "ok", "dir", 0, "error", strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+                return json_pack("{s:s, s:b, s:s}", "op", "ok", "dir", 0, "error",
+                                 "not a directory");
+        if (access(path, X_OK) < 0)
+                return json_pack("{s:s, s:b, s:s}", "op", "ok", "dir", 0, "error", strerror(errno));
+        return json_pack("{s:s, s:b}", "op", "ok", "dir", 1);
 }
 
 /* Adds variables to os.environ, which also sets them for the process (putenv), so bash and
@@ -852,6 +933,8 @@ int main(int argc, char **argv)
                                          strerror(-r));
                 } else if (op && strcmp(op, "exec") == 0 && !zygote)
                         resp = handle_exec(req);
+                else if (op && strcmp(op, "check_dir") == 0 && !zygote)
+                        resp = handle_check_dir(req);
                 else if (op && strcmp(op, "setenv") == 0 && !zygote)
                         resp = handle_setenv(req);
                 else if (op && strcmp(op, "warmup") == 0 && !zygote)

@@ -4,9 +4,19 @@
 #include <jansson.h>
 #include <stdint.h>
 
-/* Runs code with `bash -c` inside the sandbox, output going to the runner's own fds 1 and 2.
- * Returns a new result object {"status","exit_code","error"} (caller decrefs). */
-json_t *shell_run(const char *code);
+/* What an execute request adds around one cell, for that cell only (all optional): its stdin
+ * (NULL: /dev/null), extra environment (name -> string, borrowed) and working directory
+ * (absolute, checked by the driver; the previous one is restored after the cell). */
+struct shell_call {
+        const char *stdin_text;
+        json_t *env;
+        const char *cwd;
+};
+
+/* Runs code in the session's bash inside the sandbox, output going to the runner's own fds 1
+ * and 2. call may be NULL. Returns a new result object {"status","exit_code","error"} (caller
+ * decrefs). */
+json_t *shell_run(const char *code, const struct shell_call *call);
 
 /* The bash shell's state as a script that recreates it (its exported variables, then a cd to
  * its working directory), for a session that stops. A new string (caller frees), or NULL when

@@ -1,12 +1,14 @@
 /* The bash language: one shell per session, started with the first bash cell, whose working
  * directory, variables and functions persist across cells like a terminal's. Each cell is
  * written to a file and sourced with stdin from /dev/null (so `cat` cannot eat the next
- * command); the shell reports the cell's status on fd 9. A SIGINT to the runner (interrupt,
- * timeout) is passed to the shell's process group: the foreground command stops, the INT trap
- * returns 130 from the sourced cell, and the shell lives on. `exit` ends the shell; the next bash
- * cell starts a new one. Output goes straight to the sandbox's stdout and stderr pipes. */
+ * command), or from a file holding the call's stdin; the shell reports the cell's status on fd 9. A
+ * SIGINT to the runner (interrupt, timeout) is passed to the shell's process group: the foreground
+ * command stops, the INT trap returns 130 from the sourced cell, and the shell lives on. `exit`
+ * ends the shell; the next bash cell starts a new one. Output goes straight to the sandbox's stdout
+ * and stderr pipes. */
 #include "runner.h"
 
+#include "base/buf.h"
 #include "base/util.h"
 
 #include <errno.h>
@@ -27,10 +29,14 @@
 
 #define SHELL_DIR "/tmp/.airlock-bash"
 #define SHELL_CELL SHELL_DIR "/cell.sh"
+#define SHELL_CALL SHELL_DIR "/call.sh"
+#define SHELL_STDIN SHELL_DIR "/stdin"
 #define SHELL_STATE SHELL_DIR "/state.sh"
 #define SHELL_RESTORE SHELL_DIR "/restore.sh"
 #define SHELL_STATE_MAX (1u << 20)
 #define SHELL_STATUS_FD 9
+/* The script around a cell: env values (at most 16 MiB in a request) quoted. */
+#define SHELL_CALL_MAX (40u << 20)
 
 extern char **environ;
 
@@ -177,14 +183,104 @@ static json_t *status_result(int code, bool shell_ended)
                          "error", "name", "ExitStatus", "value", msg, "traceback", "");
 }
 
-json_t *shell_run(const char *code)
+static int append_str(struct buf *b, const char *text)
+{
+        return buf_append(b, text, strlen(text), SHELL_CALL_MAX);
+}
+
+/* Appends text to b single-quoted for bash ('it'\''s'). */
+static int quote_append(struct buf *b, const char *text)
+{
+        int r = buf_append(b, "'", 1, SHELL_CALL_MAX);
+
+        for (const char *p = text; r >= 0 && *p; p++)
+                r = *p == '\'' ? buf_append(b, "'\\''", 4, SHELL_CALL_MAX)
+                               : buf_append(b, p, 1, SHELL_CALL_MAX);
+        return r < 0 ? r : buf_append(b, "'", 1, SHELL_CALL_MAX);
+}
+
+static bool env_name_ok(const char *name)
+{
+        if (!((*name >= 'A' && *name <= 'Z') || (*name >= 'a' && *name <= 'z') || *name == '_'))
+                return false;
+        for (const char *p = name + 1; *p; p++)
+                if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                      (*p >= '0' && *p <= '9') || *p == '_'))
+                        return false;
+        return true;
+}
+
+/* The script around a cell with a per-call env or cwd: `NAME=value source cell` gives the
+ * cell's commands the variables and bash restores them afterwards (also a variable the cell
+ * set), and the cd is undone after the cell so the session keeps its own directory. Its
+ * status variable is unset by the command line after the status is printed. */
+static int call_script(const struct shell_call *call, const char *redirect, struct buf *b)
+{
+        const char *name;
+        json_t *value;
+        int r = 0;
+
+        if (call->cwd) {
+                r = append_str(b, "__airlock_pwd=$PWD\nif builtin cd -- ");
+                if (r >= 0)
+                        r = quote_append(b, call->cwd);
+                if (r >= 0)
+                        r = append_str(b, "; then\n");
+        }
+        json_object_foreach (call->env, name, value) {
+                if (r < 0)
+                        break;
+                if (!json_is_string(value) || !env_name_ok(name))
+                        continue; /* the driver checked them: not reached */
+                r = append_str(b, name);
+                if (r >= 0)
+                        r = append_str(b, "=");
+                if (r >= 0)
+                        r = quote_append(b, json_string_value(value));
+                if (r >= 0)
+                        r = append_str(b, " ");
+        }
+        if (r >= 0)
+                r = append_str(b, "source " SHELL_CELL " <");
+        if (r >= 0)
+                r = append_str(b, redirect);
+        if (r >= 0)
+                r = append_str(b, "\n__airlock_status=$?\n");
+        if (r >= 0 && call->cwd) {
+                static const char tail[] = "builtin cd -- \"$__airlock_pwd\"\nelse\n"
+                                           "__airlock_status=1\nfi\nbuiltin unset __airlock_pwd\n";
+                r = append_str(b, tail);
+        }
+        if (r >= 0)
+                r = append_str(b, "builtin return \"$__airlock_status\"\n");
+        return r;
+}
+
+json_t *shell_run(const char *code, const struct shell_call *call)
 {
         static const char command[] = "source " SHELL_CELL " </dev/null; printf '%d\\n' \"$?\" "
                                       ">&9\n";
+        static const char command_stdin[] =
+                "source " SHELL_CELL " <" SHELL_STDIN "; printf '%d\\n' \"$?\" >&9\n";
+        static const char command_call[] = "source " SHELL_CALL " </dev/null; printf '%d\\n' "
+                                           "\"$?\" >&9; builtin unset __airlock_status\n";
         struct sigaction sa = { .sa_handler = forward_sigint }, old;
+        const char *cmd = command;
+        struct buf script = { 0 };
         int r, code_status, wstatus = 0;
 
         r = write_script(SHELL_CELL, code);
+        if (r >= 0 && call && call->stdin_text) {
+                r = write_script(SHELL_STDIN, call->stdin_text);
+                cmd = command_stdin;
+        }
+        if (r >= 0 && call && (call->cwd || json_object_size(call->env) > 0)) {
+                r = call_script(call, call->stdin_text ? SHELL_STDIN : "/dev/null", &script);
+                if (r >= 0)
+                        r = write_script(SHELL_CALL, script.data);
+                buf_done(&script);
+                cmd = command_call;
+        }
         if (r < 0)
                 return json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "status", "error", "exit_code",
                                  126, "error", "name", "OSError", "value",
@@ -192,7 +288,7 @@ json_t *shell_run(const char *code)
         for (int attempt = 0; attempt < 2; attempt++) {
                 if (shell.pid == 0 && shell_start() < 0)
                         break;
-                if (write_full(shell.cmd_fd, command, sizeof(command) - 1) == 0)
+                if (write_full(shell.cmd_fd, cmd, strlen(cmd)) == 0)
                         break;
                 /* The shell died since the last cell: reap it and start another. */
                 (void) kill(shell.pid, SIGKILL);
@@ -210,6 +306,11 @@ json_t *shell_run(const char *code)
         code_status = read_status();
         (void) sigaction(SIGINT, &old, NULL);
         shell_pgid = 0;
+        if (cmd != command) {
+                /* The call's stdin and env are its own: nothing of them stays on disk. */
+                (void) unlink(SHELL_STDIN);
+                (void) unlink(SHELL_CALL);
+        }
 
         if (code_status >= 0)
                 return status_result(code_status, false);

@@ -969,6 +969,93 @@ static int answer_tool(struct sandbox *sb, const struct exec_request *req, json_
         return r;
 }
 
+static int request_simple_frame(struct sandbox *sb, json_t *req, const char *want_op,
+                                uint64_t timeout_ms, json_t **ret_frame, struct airlock_error *err);
+
+/* An execute's cwd as the runner sees it: absolute paths as they are in the namespaces mode
+ * (the sandbox is all the runner sees), relative ones below /work. In the process and none
+ * modes /work is a host directory and the runner sees the host, so only paths below /work are
+ * taken there, mapped onto that directory. Sets *ret_path to a new string. */
+static int exec_cwd_resolve(const struct sandbox *sb, const char *cwd, char **ret_path,
+                            struct airlock_error *err)
+{
+        const char *work = sb->workdir ? sb->workdir : "/work";
+        const char *rest = cwd;
+        int n;
+
+        if (cwd[0] == '/') {
+                if (!sb->workdir) {
+                        *ret_path = strdup(cwd);
+                        return *ret_path ? 0 : -ENOMEM;
+                }
+                if (strncmp(cwd, "/work", 5) != 0 || (cwd[5] != '\0' && cwd[5] != '/'))
+                        return airlock_error_set(err, -EINVAL,
+                                                 "cwd: in the %s isolation mode only directories "
+                                                 "below /work may be given",
+                                                 jail_isolation_to_string(sb->mode));
+                rest = cwd[5] == '/' ? cwd + 6 : cwd + 5;
+        }
+        n = *rest ? asprintf(ret_path, "%s/%s", work, rest) : asprintf(ret_path, "%s", work);
+        return n < 0 ? -ENOMEM : 0;
+}
+
+/* Checks that the call's cwd is a directory the runner can enter, before the cell goes out. */
+static int exec_cwd_check(struct sandbox *sb, const char *cwd, const char *path,
+                          struct airlock_error *err)
+{
+        json_t *frame = NULL;
+        const char *why;
+        int r;
+
+        r = request_simple_frame(sb, json_pack("{s:s, s:s}", "op", "check_dir", "path", path), "ok",
+                                 10000, &frame, err);
+        if (r < 0)
+                return r;
+        if (json_is_true(json_object_get(frame, "dir"))) {
+                json_decref(frame);
+                return 0;
+        }
+        why = json_string_value(json_object_get(frame, "error"));
+        r = airlock_error_set(err, -EINVAL,
+                              "cwd: '%.200s' is not a directory in the sandbox (%.100s); give an "
+                              "existing one, absolute or relative to /work",
+                              cwd, why ? why : "unknown");
+        json_decref(frame);
+        return r;
+}
+
+/* The exec request for the runner, with the call's stdin, env and cwd when given. */
+static int exec_frame(struct sandbox *sb, const struct exec_request *req, json_t **ret_frame,
+                      struct airlock_error *err)
+{
+        _cleanup_free_ char *cwd = NULL;
+        json_t *frame;
+        int r;
+
+        if (req->cwd) {
+                r = exec_cwd_resolve(sb, req->cwd, &cwd, err);
+                if (r >= 0)
+                        r = exec_cwd_check(sb, req->cwd, cwd, err);
+                if (r < 0)
+                        return r;
+        }
+        frame = json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
+                          req->language ? req->language : "python", "code", req->code);
+        r = frame ? 0 : -ENOMEM;
+        if (r >= 0 && req->stdin_text)
+                r = json_object_set_new(frame, "stdin", json_string(req->stdin_text));
+        if (r >= 0 && json_object_size(req->env) > 0)
+                r = json_object_set_new(frame, "env", json_deep_copy(req->env));
+        if (r >= 0 && cwd)
+                r = json_object_set_new(frame, "cwd", json_string(cwd));
+        if (r < 0) {
+                json_decref(frame);
+                return airlock_error_set(err, -ENOMEM, "out of memory");
+        }
+        *ret_frame = frame;
+        return 0;
+}
+
 int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
                  struct airlock_error *err)
 {
@@ -994,11 +1081,15 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 (void) cgroup_read_usage(sb->jail->cgroup, &u0);
         }
 
+        if (!req->stdin_text && !req->env && !req->cwd)
+                frame = json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
+                                  req->language ? req->language : "python", "code", req->code);
+        else if ((r = exec_frame(sb, req, &frame, err)) < 0)
+                return r;
         atomic_store(&sb->interrupted, false);
         atomic_store(&sb->tools_cancel, false);
         t0 = now_ns();
-        r = send_frame(sb, json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
-                                     req->language ? req->language : "python", "code", req->code));
+        r = send_frame(sb, TAKE_PTR(frame));
         if (r < 0) {
                 /* The other end is gone: the runner died between cells. */
                 if (r == -EPIPE || r == -ECONNRESET)

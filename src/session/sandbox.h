@@ -70,7 +70,17 @@ struct exec_request {
         /* Code Mode: NULL = off (a call from code is answered with an error saying how to
          * enable it). The execution's usage counts tool_calls and tool_ms. */
         const struct exec_tools *tools;
+        /* For this cell only (docs/API.md, "Executing code"), each optional: its standard
+         * input (NULL: empty, EOF at once), extra environment (an object name -> string,
+         * borrowed, names checked by session_execute()), and working directory
+         * (absolute inside the sandbox, or relative to /work; it must be a directory there:
+         * -EINVAL "cwd: ..." otherwise). The session's own ones are back after the cell. */
+        const char *stdin_text;
+        const json_t *env;
+        const char *cwd;
 };
+
+#define EXEC_STDIN_MAX (1u << 20)
 
 /* Spawns the sandbox and initialises its runner. Returns 0 or -errno with err set. Caller frees
  * with sandbox_free(). */

@@ -980,17 +980,15 @@ void session_manager_free(struct session_manager *mgr)
         free(mgr);
 }
 
-static bool env_name_is_allowed(const char *entry, struct airlock_error *err)
+/* Whether the first n bytes of entry are a variable name a client may set. */
+static bool env_name_is_allowed_n(const char *entry, size_t n, struct airlock_error *err)
 {
         static const char *const denied_prefixes[] = { "LD_", "PYTHON" };
-        const char *eq = strchr(entry, '=');
-        size_t n;
 
-        if (!eq || eq == entry) {
-                airlock_error_set(err, -EINVAL, "env: '%.40s' is not NAME=value", entry);
+        if (n == 0) {
+                airlock_error_set(err, -EINVAL, "env: an empty variable name");
                 return false;
         }
-        n = (size_t) (eq - entry);
         for (size_t i = 0; i < n; i++) {
                 char c = entry[i];
                 if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
@@ -1009,6 +1007,43 @@ static bool env_name_is_allowed(const char *entry, struct airlock_error *err)
                         return false;
                 }
         return true;
+}
+
+static bool env_name_is_allowed(const char *entry, struct airlock_error *err)
+{
+        const char *eq = strchr(entry, '=');
+
+        if (!eq || eq == entry) {
+                airlock_error_set(err, -EINVAL, "env: '%.40s' is not NAME=value", entry);
+                return false;
+        }
+        return env_name_is_allowed_n(entry, (size_t) (eq - entry), err);
+}
+
+/* An execute's own stdin, env and cwd, checked again here (the API checked them first): the
+ * session layer is what the runner trusts. */
+static int check_call(const struct exec_request *req, struct airlock_error *err)
+{
+        const char *name;
+        json_t *value;
+
+        if (req->stdin_text && strlen(req->stdin_text) > EXEC_STDIN_MAX)
+                return airlock_error_set(err, -EINVAL, "stdin: at most %u bytes", EXEC_STDIN_MAX);
+        if (req->env && !json_is_object(req->env))
+                return airlock_error_set(err, -EINVAL, "env: expected an object");
+        json_object_foreach ((json_t *) req->env, name, value) {
+                if (!env_name_is_allowed_n(name, strlen(name), err))
+                        return -EINVAL;
+                if (!json_is_string(value))
+                        return airlock_error_set(err, -EINVAL,
+                                                 "env: the value of '%.40s' must "
+                                                 "be a string",
+                                                 name);
+        }
+        if (req->cwd && (req->cwd[0] == '\0' || strlen(req->cwd) > 4096))
+                return airlock_error_set(err, -EINVAL,
+                                         "cwd: expected a directory path of 1 to 4096 bytes");
+        return 0;
 }
 
 int session_apply_env(struct sandbox *sb, char *const *env, struct airlock_error *err)
@@ -1516,6 +1551,8 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
                 return airlock_error_set(err, -EINVAL, "language: profile '%s' does not allow %s",
                                          s->profile->name,
                                          req->language ? req->language : "python");
+        if ((req->stdin_text || req->env || req->cwd) && (r = check_call(req, err)) < 0)
+                return r;
         r = acquire(s, true, &live, err);
         if (r < 0)
                 return r;
@@ -1672,8 +1709,92 @@ int session_file_list(struct session *s, const char *dir, json_t **ret_listing,
         return with_sandbox(s, false, do_list, &a, err);
 }
 
+/* Writes a one-shot's input files, naming the one that failed. */
+static int run_once_write(struct session *s, const struct run_once_files *files,
+                          struct airlock_error *err)
+{
+        for (size_t i = 0; i < files->n_in; i++) {
+                const struct run_once_file *f = &files->in[i];
+                struct airlock_error e = { { 0 } };
+                int r = session_file_write(s, f->path, f->data, f->len, &e);
+
+                if (r >= 0)
+                        continue;
+                if (r == -EFBIG || r == -ENOSPC || r == -EDQUOT)
+                        r = -E2BIG;
+                else if (r != -ENOMEM)
+                        r = -EINVAL;
+                return airlock_error_set(err, r, "files: '%.200s' cannot be written into /work: %s",
+                                         f->path, e.msg[0] ? e.msg : strerror(-r));
+        }
+        return 0;
+}
+
+/* Hands the content of each file the code created or changed to files->on_file, within the
+ * caps. */
+static int run_once_read_back(struct session *s, const struct run_once_files *files, json_t *result)
+{
+        json_t *entry;
+        uint64_t total = 0;
+        size_t i;
+
+        json_array_foreach (json_object_get(result, "files"), i, entry) {
+                const char *change = json_string_value(json_object_get(entry, "change"));
+                const char *path = json_string_value(json_object_get(entry, "path"));
+                uint64_t size = (uint64_t) json_integer_value(json_object_get(entry, "size"));
+                struct airlock_error e = { { 0 } };
+                _cleanup_free_ char *data = NULL;
+                char why[AIRLOCK_ERROR_MAX + 64];
+                size_t len = 0;
+                int r;
+
+                if (!change || !path || strcmp(change, "deleted") == 0)
+                        continue;
+                if (size > RUN_ONCE_FILE_OUT_MAX) {
+                        (void) snprintf(why, sizeof(why), "the file is larger than %u bytes",
+                                        RUN_ONCE_FILE_OUT_MAX);
+                } else if (total + size > RUN_ONCE_FILES_OUT_MAX) {
+                        (void) snprintf(why, sizeof(why),
+                                        "the files together are larger than %u bytes",
+                                        RUN_ONCE_FILES_OUT_MAX);
+                } else {
+                        r = session_file_read(s, path, RUN_ONCE_FILE_OUT_MAX, &data, &len, &e);
+                        if (r == -EFBIG)
+                                (void) snprintf(why, sizeof(why),
+                                                "the file is larger than %u bytes",
+                                                RUN_ONCE_FILE_OUT_MAX);
+                        else if (r < 0)
+                                (void) snprintf(why, sizeof(why), "it cannot be read: %s",
+                                                e.msg[0] ? e.msg : strerror(-r));
+                        else if (total + len > RUN_ONCE_FILES_OUT_MAX)
+                                (void) snprintf(why, sizeof(why),
+                                                "the files together are larger than %u bytes",
+                                                RUN_ONCE_FILES_OUT_MAX);
+                        else
+                                why[0] = '\0';
+                        if (why[0]) {
+                                free(data);
+                                data = NULL;
+                        }
+                }
+                if (data)
+                        total += len;
+                r = files->on_file(files->userdata, entry, data, len, data ? NULL : why);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int session_run_once(struct session_manager *mgr, const struct session_create_options *opts,
                      const struct exec_request *req, json_t **ret_result, struct airlock_error *err)
+{
+        return session_run_once_files(mgr, opts, req, NULL, ret_result, err);
+}
+
+int session_run_once_files(struct session_manager *mgr, const struct session_create_options *opts,
+                           const struct exec_request *req, const struct run_once_files *files,
+                           json_t **ret_result, struct airlock_error *err)
 {
         struct session_create_options o = opts ? *opts : (struct session_create_options){ 0 };
         struct exec_request once = *req;
@@ -1687,7 +1808,17 @@ int session_run_once(struct session_manager *mgr, const struct session_create_op
                 return r;
         memcpy(id, s->id, sizeof(id));
         once.one_shot = true;
-        r = session_execute(s, &once, ret_result, err);
+        r = files ? run_once_write(s, files, err) : 0;
+        if (r >= 0)
+                r = session_execute(s, &once, ret_result, err);
+        if (r >= 0 && files && files->on_file) {
+                int k = run_once_read_back(s, files, *ret_result);
+                if (k < 0) {
+                        json_decref(*ret_result);
+                        *ret_result = NULL;
+                        r = airlock_error_set(err, k, "cannot return the files: %s", strerror(-k));
+                }
+        }
         (void) session_destroy(mgr, id);
         session_unref(s);
         if (r >= 0)

@@ -218,3 +218,31 @@ int session_file_list(struct session *s, const char *dir, json_t **ret_listing,
 int session_run_once(struct session_manager *mgr, const struct session_create_options *opts,
                      const struct exec_request *req, json_t **ret_result,
                      struct airlock_error *err);
+
+/* The files of a one-shot run (docs/API.md, "One-shot files"). */
+struct run_once_file {
+        const char *path; /* relative to /work, checked as session_file_write() checks it */
+        const void *data;
+        size_t len;
+};
+#define RUN_ONCE_FILE_OUT_MAX (4u << 20)   /* content returned per file */
+#define RUN_ONCE_FILES_OUT_MAX (16u << 20) /* and in all */
+struct run_once_files {
+        const struct run_once_file *in; /* written into /work before the code runs */
+        size_t n_in;
+        /* Called for each file the code created or changed (entry: its object in the result's
+         * "files", borrowed, for the callback to add to), with its content, or with data NULL
+         * and omitted saying why it is not given (over RUN_ONCE_FILE_OUT_MAX, past
+         * RUN_ONCE_FILES_OUT_MAX in all, not a regular file, unreadable). Returns 0 or -errno
+         * (-ENOMEM), which fails the run. NULL: no contents are read. */
+        int (*on_file)(void *userdata, json_t *entry, const char *data, size_t len,
+                       const char *omitted);
+        void *userdata;
+};
+
+/* session_run_once() with files in and out. An input file that cannot be written fails the
+ * run before the code runs: -EINVAL ("files: ..."; a path that is not a file's) or -E2BIG (it
+ * does not fit in the workspace or the session's memory), err naming the file. */
+int session_run_once_files(struct session_manager *mgr, const struct session_create_options *opts,
+                           const struct exec_request *req, const struct run_once_files *files,
+                           json_t **ret_result, struct airlock_error *err);

@@ -269,7 +269,11 @@ BAD = [
     (E, _j({"code": "1", "foo": 1}), "foo"),
     (E, _j({"code": "1", "Code": "2"}), "Code"),
     (E, _j({"code": "1", "profile": "default"}), "profile"),
-    (E, _j({"code": "1", "env": {}}), "env"),
+    (E, _j({"code": "1", "env": {"LD_PRELOAD": "x"}}), "env"),
+    (E, _j({"code": "1", "env": []}), "env"),
+    (E, _j({"code": "1", "stdin": None}), "stdin"),
+    (E, _j({"code": "1", "cwd": "../x"}), "cwd"),
+    (E, _j({"code": "1", "files": {}}), "files"),
     (E, _j({"code": "1", "idle_timeout_s": 5}), "idle_timeout_s"),
 
     (O, b"{", "body"),
@@ -295,7 +299,9 @@ BAD = [
     (O, _j({"code": "1", "timeout_s": 0}), "timeout_s"),
     (O, _j({"code": "1", "timeout": 1, "timeout_s": 1}), ("timeout", "timeout_s")),
     (O, _j({"code": "1", "idle_timeout_s": 5}), "idle_timeout_s"),
-    (O, _j({"code": "1", "env": {"A": "b"}}), "env"),
+    (O, _j({"code": "1", "env": {"A": 1}}), "env"),
+    (O, _j({"code": "1", "files": {"../a": "aGk="}}), "files"),
+    (O, _j({"code": "1", "files": {"a": "%%%"}}), "files"),
     (O, _j({"code": "1", "session": "s-0"}), "session"),
 
     (C, b"{", "body"),

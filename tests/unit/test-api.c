@@ -68,7 +68,20 @@ static const struct body_case body_cases[] = {
         { ONE_SHOT, "{\"code\": \"1\", \"timeout_s\": 0}", -EINVAL, "timeout_s" },
         { ONE_SHOT, "{\"code\": \"1\", \"timeout\": 1, \"timeout_s\": 1}", -EINVAL, "timeout" },
         { ONE_SHOT, "{\"code\": \"1\", \"cmd\": \"x\"}", -EINVAL, "cmd" },
-        { ONE_SHOT, "{\"code\": \"1\", \"env\": {}}", -EINVAL, "env" },
+        { ONE_SHOT, "{\"code\": \"1\", \"env\": {}}", 0, NULL },
+        { ONE_SHOT, "{\"code\": \"1\", \"stdin\": \"a\\nb\", \"cwd\": \"/tmp\"}", 0, NULL },
+        { ONE_SHOT, "{\"code\": \"1\", \"files\": {\"a.txt\": \"aGk=\"}}", 0, NULL },
+        { ONE_SHOT, "{\"code\": \"1\", \"files\": [\"a\"]}", -EINVAL, "files" },
+        { ONE_SHOT, "{\"code\": \"1\", \"stdin\": 1}", -EINVAL, "stdin" },
+        { ONE_SHOT, "{\"code\": \"1\", \"env\": {\"LD_PRELOAD\": \"x\"}}", -EINVAL, "env" },
+        { ONE_SHOT, "{\"code\": \"1\", \"env\": {\"PYTHONHOME\": \"x\"}}", -EINVAL, "env" },
+        { SESSION_EXEC, "{\"code\": \"1\", \"env\": {\"A\": \"1\"}, \"cwd\": \"sub/dir\"}", 0,
+          NULL },
+        { SESSION_EXEC, "{\"code\": \"1\", \"cwd\": \"\"}", -EINVAL, "cwd" },
+        { SESSION_EXEC, "{\"code\": \"1\", \"cwd\": \"a/../..\"}", -EINVAL, "cwd" },
+        { SESSION_EXEC, "{\"code\": \"1\", \"cwd\": 3}", -EINVAL, "cwd" },
+        { SESSION_EXEC, "{\"code\": \"1\", \"env\": {\"A\": null}}", -EINVAL, "env" },
+        { SESSION_EXEC, "{\"code\": \"1\", \"files\": {}}", -EINVAL, "files" },
         /* session execute */
         { SESSION_EXEC, "{\"code\": \"x = 1\"}", 0, NULL },
         { SESSION_EXEC, "{\"code\": \"ls\", \"language\": \"bash\", \"timeout_s\": 2}", 0, NULL },
@@ -768,4 +781,74 @@ Test(api, state_dir_make, .init = tmpdir_setup, .fini = tmpdir_teardown)
         cr_assert_eq(stat(dir, &st), 0);
         cr_expect_eq(st.st_mode & 0777, 0700);
         cr_expect_eq(api_state_dir_make(dir, &err), 0, "existing is fine");
+}
+
+Test(api, exec_stdin_bound)
+{
+        struct body_error err = { { 0 } };
+        struct exec_body b;
+        json_t *root = NULL;
+        size_t n = BODY_STDIN_MAX + 1;
+        char *text = malloc(n + 64);
+        int len;
+
+        cr_assert(text);
+        len = sprintf(text, "{\"code\": \"1\", \"stdin\": \"");
+        memset(text + len, 'x', n);
+        strcpy(text + len + n, "\"}");
+        cr_assert_eq(exec_body_parse(text, strlen(text), false, &root, &b, &err), -EINVAL);
+        cr_assert_str_eq(err.field, "stdin");
+        /* One byte less fits. */
+        strcpy(text + len + n - 1, "\"}");
+        cr_assert_eq(exec_body_parse(text, strlen(text), false, &root, &b, &err), 0);
+        cr_assert_eq(strlen(b.stdin_text), BODY_STDIN_MAX);
+        json_decref(root);
+        free(text);
+}
+
+Test(api, cwd_check)
+{
+        static const struct {
+                const char *cwd;
+                int want;
+        } cases[] = {
+                { "/tmp", 0 },     { "sub/dir", 0 },    { "/work/../etc", 0 }, { "a..b", 0 },
+                { "..", -EINVAL }, { "a/..", -EINVAL }, { "../x", -EINVAL },   { "", -EINVAL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct body_error err = { { 0 } };
+                cr_expect_eq(body_cwd_check(cases[i].cwd, &err), cases[i].want, "'%s'",
+                             cases[i].cwd);
+                if (cases[i].want)
+                        cr_expect_str_eq(err.field, "cwd");
+        }
+}
+
+Test(api, exec_files_decode)
+{
+        struct body_error err = { { 0 } };
+        struct exec_file *files = NULL;
+        size_t n = 0;
+        json_t *ok = json_pack("{s:s, s:s}", "a.txt", "aGk=", "d/b.bin", "AAEC\n");
+        static const char *const bad[] = { "{\"../a\": \"aGk=\"}", "{\"/a\": \"aGk=\"}",
+                                           "{\"a//b\": \"aGk=\"}", "{\"a\": \"a$Gk=\"}",
+                                           "{\"a\": 1}",           "{\"\": \"aGk=\"}" };
+
+        cr_assert_eq(exec_files_decode(ok, &files, &n, &err), 0, "%s", err.msg);
+        cr_assert_eq(n, 2);
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(files[i].path, "a.txt") == 0)
+                        cr_expect(files[i].len == 2 && memcmp(files[i].data, "hi", 2) == 0);
+                else
+                        cr_expect(files[i].len == 3 && memcmp(files[i].data, "\0\1\2", 3) == 0);
+        }
+        exec_files_free(files, n);
+        json_decref(ok);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_t *o = json_loads(bad[i], 0, NULL);
+                cr_assert(o, "%s", bad[i]);
+                cr_expect_eq(exec_files_decode(o, &files, &n, &err), -EINVAL, "%s", bad[i]);
+                cr_expect_str_eq(err.field, "files");
+                json_decref(o);
+        }
 }
