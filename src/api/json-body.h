@@ -48,7 +48,7 @@ int body_parse_object(const char *buf, size_t len, bool empty_ok, const struct b
  * *ret_root, which the caller releases with json_decref(). */
 struct exec_body {
         const char *code;
-        const char *language; /* "python" (default) or "bash" */
+        const char *language; /* "python" (default), "bash" or "javascript" */
         const char *profile;  /* one_shot only; NULL = the default profile */
         uint64_t timeout_ms;  /* 0 = the profile's */
 };
