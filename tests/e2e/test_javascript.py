@@ -290,3 +290,24 @@ def test_runaway_allocation_is_oom(daemon, sessions):
         # cgroup v1 kills the REPL alone: the session and its Python go on.
         assert ok(daemon.execute(sid, "'alive'"))["result"] == "'alive'"
         assert ok(js(daemon, sid, "typeof chunks"))["result"] == "'undefined'"
+
+
+def _tool_names(daemon, **params):
+    r = daemon.get("/v1/tools", params=params)
+    assert r.status_code == 200, daemon.why(r)
+    return [t["name"] for t in r.json()["tools"]]
+
+
+def test_run_javascript_tool_only_where_allowed(daemon, sessions):
+    assert "run_javascript" in _tool_names(daemon)
+    assert "run_javascript" in _tool_names(daemon, profile="default")
+    assert "run_javascript" not in _tool_names(daemon, profile="minimal")
+    minimal = sessions.new(profile="minimal")
+    assert "run_javascript" not in _tool_names(daemon, session=minimal)
+    assert "run_python" in _tool_names(daemon, session=minimal)
+    # MCP over HTTP: the default profile's tools, and run_javascript runs.
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    r = daemon.post("/mcp", json=rpc, headers={"Accept": "application/json, text/event-stream"})
+    if r.status_code == 200 and "application/json" in r.headers.get("Content-Type", ""):
+        names = [t["name"] for t in r.json()["result"]["tools"]]
+        assert "run_javascript" in names, names
