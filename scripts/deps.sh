@@ -10,6 +10,9 @@ packages=(
         libsqlite3-dev libpcre2-dev
         # what the sandbox's default profiles import
         python3-numpy python3-pandas python3-scipy python3-matplotlib
+        # the JavaScript REPL of `language: "javascript"` (Debian 12: Node 18; nodesource's
+        # nodejs package, Node 20, satisfies this too)
+        nodejs
         # tests and checks
         libcriterion-dev python3-pytest python3-requests clang-format
         # the Python client's offline install (pip install --no-build-isolation --no-index)

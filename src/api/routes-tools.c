@@ -32,7 +32,23 @@ int api_handle_tools(struct api_request *req)
         if (profile && !profile_name_is_valid(profile))
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "profile",
                                        "profile: not a profile name");
-        tools = tools_declarations(format, req->srv->hub);
+        {
+                /* Airlock's tools as that session's (or that profile's, or the default
+                 * profile's) sessions are offered them: run_javascript where it allows
+                 * javascript. */
+                struct airlock_error err = { { 0 } };
+                struct session *s = NULL;
+                const char *offered_for = profile;
+                json_t *desc = NULL;
+
+                if (session && session_lookup(req->srv->mgr, session, &s, &err) >= 0) {
+                        desc = session_describe(s);
+                        session_unref(s);
+                        offered_for = json_string_value(json_object_get(desc, "profile"));
+                }
+                tools = tools_declarations_for(format, req->srv->hub, offered_for);
+                json_decref(desc);
+        }
         internal = req->srv->hub ? hub_tools(req->srv->hub) : json_array();
         servers = req->srv->hub ? hub_servers(req->srv->hub) : json_array();
         /* Code Mode: what the code of that session (or of a new session of that profile)

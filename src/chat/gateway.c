@@ -421,6 +421,8 @@ static char *approval_text(json_t *message, json_t *pending, json_t *items)
                         fprintf(f, "\n```python\n%s\n```\n", code);
                 else if (cmd && strcmp(name, "run_shell") == 0)
                         fprintf(f, "\n```sh\n%s\n```\n", cmd);
+                else if (code && strcmp(name, "run_javascript") == 0)
+                        fprintf(f, "\n```javascript\n%s\n```\n", code);
                 else
                         fprintf(f, "\n%s with the arguments:\n```json\n%s\n```\n", name,
                                 text ? text : "{}");

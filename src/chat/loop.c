@@ -74,13 +74,15 @@ void chat_turn_done(struct chat_turn *t)
 
 bool chat_tool_runs_code(const char *tool)
 {
-        return tool && (strcmp(tool, "run_python") == 0 || strcmp(tool, "run_shell") == 0);
+        return tool && (strcmp(tool, "run_python") == 0 || strcmp(tool, "run_shell") == 0 ||
+                        strcmp(tool, "run_javascript") == 0);
 }
 
-/* The code a run_python/run_shell call would run, or NULL for the tools that run none. */
+/* The code a run_python/run_shell/run_javascript call would run, or NULL for the tools that
+ * run none. */
 static const char *call_code(const char *name, json_t *args)
 {
-        if (strcmp(name, "run_python") == 0)
+        if (strcmp(name, "run_python") == 0 || strcmp(name, "run_javascript") == 0)
                 return json_string_value(json_object_get(args, "code"));
         if (strcmp(name, "run_shell") == 0)
                 return json_string_value(json_object_get(args, "command"));

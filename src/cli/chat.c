@@ -265,7 +265,9 @@ static enum chat_approval approve_on_tty(void *userdata, const char *tool, const
         }
         if (code) {
                 fprintf(tty, "\n--- the model wants to run (%s) ---\n",
-                        strcmp(tool, "run_shell") == 0 ? "shell" : "python");
+                        strcmp(tool, "run_shell") == 0        ? "shell"
+                        : strcmp(tool, "run_javascript") == 0 ? "javascript"
+                                                              : "python");
         } else {
                 shown = json_dumps(args, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_SORT_KEYS);
                 fputs("\n--- the model wants to call ", tty);

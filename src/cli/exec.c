@@ -24,8 +24,8 @@ static const char exec_help[] =
         "\n"
         "  -s, --session ID      run in this session (see `airlock sessions`)\n"
         "  -p, --profile NAME    profile for a one-shot run; default: default\n"
-        "  -l, --language LANG   python or bash; default: from the file name (.sh -> bash),\n"
-        "                        else python\n"
+        "  -l, --language LANG   python, bash or javascript; default: from the file name\n"
+        "                        (.sh -> bash, .js/.mjs -> javascript), else python\n"
         "      --timeout S       wall-clock limit (e.g. 5, 1.5s, 250ms; at most 1h);\n"
         "                        default: the profile's\n"
         "      --output DIR      where rich outputs (figures, HTML) are saved; default:\n"
@@ -103,10 +103,11 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
                         a->profile = optarg;
                         break;
                 case 'l':
-                        if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0) {
+                        if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0 &&
+                            strcmp(optarg, "javascript") != 0) {
                                 fprintf(stderr,
-                                        "airlock exec: --language must be python or bash, not "
-                                        "'%s'\n",
+                                        "airlock exec: --language must be python, bash or "
+                                        "javascript, not '%s'\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -163,6 +164,9 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
                 a->language = (n > 3 && strcmp(a->file + n - 3, ".sh") == 0) ||
                                               (n > 5 && strcmp(a->file + n - 5, ".bash") == 0)
                                       ? "bash"
+                              : (n > 3 && strcmp(a->file + n - 3, ".js") == 0) ||
+                                              (n > 4 && strcmp(a->file + n - 4, ".mjs") == 0)
+                                      ? "javascript"
                                       : "python";
         }
         return 0;

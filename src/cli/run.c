@@ -30,8 +30,8 @@ static const char run_help[] =
         "\n"
         "  -p, --profile NAME    profile (default, minimal, data-science, visualization) or a\n"
         "                        path to a profile file; default: default\n"
-        "  -l, --language LANG   python or bash; default: from the file name (.sh -> bash),\n"
-        "                        else python\n"
+        "  -l, --language LANG   python, bash or javascript; default: from the file name\n"
+        "                        (.sh -> bash, .js/.mjs -> javascript), else python\n"
         "      --timeout S       wall-clock limit in seconds (e.g. 5, 1.5, 250ms); default:\n"
         "                        the profile's\n"
         "      --memory SIZE     memory limit (e.g. 256MiB, 2GiB); default: the profile's\n"
@@ -88,10 +88,11 @@ static int parse_args(int argc, char **argv, struct run_args *a)
                         a->profile = optarg;
                         break;
                 case 'l':
-                        if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0) {
+                        if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0 &&
+                            strcmp(optarg, "javascript") != 0) {
                                 fprintf(stderr,
-                                        "airlock run: --language must be python or "
-                                        "bash, not '%s'\n",
+                                        "airlock run: --language must be python, bash "
+                                        "or javascript, not '%s'\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -153,6 +154,9 @@ static int parse_args(int argc, char **argv, struct run_args *a)
                 a->language = (n > 3 && strcmp(a->file + n - 3, ".sh") == 0) ||
                                               (n > 5 && strcmp(a->file + n - 5, ".bash") == 0)
                                       ? "bash"
+                              : (n > 3 && strcmp(a->file + n - 3, ".js") == 0) ||
+                                              (n > 4 && strcmp(a->file + n - 4, ".mjs") == 0)
+                                      ? "javascript"
                                       : "python";
         }
         return 0;
@@ -197,10 +201,11 @@ int cmd_run(int argc, char **argv)
                 fprintf(stderr, "airlock run: %s\n", err.msg);
                 return EXIT_USAGE;
         }
-        if ((strcmp(a.language, "bash") == 0 && !profile->lang_bash) ||
-            (strcmp(a.language, "python") == 0 && !profile->lang_python)) {
-                fprintf(stderr, "airlock run: profile '%s' does not allow %s\n", profile->name,
-                        a.language);
+        if (!profile_allows_language(profile, a.language)) {
+                char langs[64];
+                fprintf(stderr, "airlock run: profile '%s' does not allow %s (its languages: %s)\n",
+                        profile->name, a.language,
+                        profile_languages_text(profile, langs, sizeof(langs)));
                 profile_free(profile);
                 return EXIT_USAGE;
         }

@@ -15,6 +15,7 @@
 #include "chat/suspend.h"
 #include "hub/hub.h"
 #include "openai/openai.h"
+#include "profile/profile.h"
 #include "responses/responses.h"
 #include "session/session.h"
 
@@ -403,6 +404,33 @@ static void print_probe(const struct jail_features *f, enum jail_isolation mode)
                                         : " (no isolation: development only)");
 }
 
+/* Says at start which profiles allow javascript where their root filesystem has no Node: their
+ * javascript cells will fail at once with a message saying so (src/runner/node.c). */
+static void probe_node(void)
+{
+        char **names = NULL;
+
+        if (profile_list(&names) < 0)
+                return;
+        for (char **n = names; *n; n++) {
+                struct airlock_error err = { { 0 } };
+                struct profile *p = NULL;
+                char path[4096];
+
+                if (profile_load(*n, &p, &err) < 0)
+                        continue;
+                (void) snprintf(path, sizeof(path), "%s/usr/bin/node",
+                                strcmp(p->rootfs, "/") == 0 ? "" : p->rootfs);
+                if (p->lang_javascript && access(path, X_OK) < 0)
+                        log_warn("profile=%s msg=\"the profile allows javascript but '%s' is not "
+                                 "installed: its javascript cells will fail (apt-get install "
+                                 "nodejs)\"",
+                                 p->name, path);
+                profile_free(p);
+        }
+        strv_free(names);
+}
+
 /* Sessions hold several fds each (pipes, control socket, pidfds, cgroups): use what the hard
  * limit allows. Returns the soft limit found at start. */
 static rlim_t raise_nofile(void)
@@ -540,6 +568,7 @@ int cmd_serve(int argc, char **argv)
         print_probe(&features, mode);
         if (r < 0)
                 goto out;
+        probe_node();
         nofile_was = raise_nofile();
 
         /* Blocked before any thread exists, so that every thread (MHD's, the manager's)

@@ -275,9 +275,30 @@ static int parse_description(const struct parse_ctx *ctx, const json_t *v, char 
         return 0;
 }
 
+bool profile_allows_language(const struct profile *p, const char *language)
+{
+        if (!language || strcmp(language, "python") == 0)
+                return p->lang_python;
+        if (strcmp(language, "bash") == 0)
+                return p->lang_bash;
+        if (strcmp(language, "javascript") == 0)
+                return p->lang_javascript;
+        return false;
+}
+
+const char *profile_languages_text(const struct profile *p, char *buf, size_t size)
+{
+        (void) snprintf(buf, size, "%s%s%s%s%s", p->lang_python ? "python" : "",
+                        p->lang_python && p->lang_bash ? ", " : "", p->lang_bash ? "bash" : "",
+                        p->lang_javascript && (p->lang_python || p->lang_bash) ? ", " : "",
+                        p->lang_javascript ? "javascript" : "");
+        return buf;
+}
+
 static int parse_languages(const struct parse_ctx *ctx, const json_t *v, struct profile *p)
 {
-        static const char expected[] = "a non-empty array of \"python\" and \"bash\"";
+        static const char expected[] =
+                "a non-empty array of \"python\", \"bash\" and \"javascript\"";
         const json_t *item;
         size_t i;
 
@@ -292,13 +313,16 @@ static int parse_languages(const struct parse_ctx *ctx, const json_t *v, struct 
 
                 (void) snprintf(key, sizeof(key), "languages[%zu]", i);
                 if (!json_is_string(item))
-                        return fail_type(ctx, key, "\"python\" or \"bash\"", item);
+                        return fail_type(ctx, key, "\"python\", \"bash\" or \"javascript\"", item);
                 if (strcmp(json_string_value(item), "python") == 0)
                         flag = &p->lang_python;
                 else if (strcmp(json_string_value(item), "bash") == 0)
                         flag = &p->lang_bash;
+                else if (strcmp(json_string_value(item), "javascript") == 0)
+                        flag = &p->lang_javascript;
                 else
-                        return fail(ctx, key, "expected \"python\" or \"bash\", got %s",
+                        return fail(ctx, key,
+                                    "expected \"python\", \"bash\" or \"javascript\", got %s",
                                     quote(&q, json_string_value(item)));
                 if (*flag)
                         return fail(ctx, key, "%s is listed twice",

@@ -379,6 +379,11 @@ static json_t *handle_init(json_t *req)
         if (json_is_integer(json_object_get(req, "output_max")) &&
             json_integer_value(json_object_get(req, "output_max")) > 1024)
                 output_max = (size_t) json_integer_value(json_object_get(req, "output_max"));
+        node_configure(output_max,
+                       json_is_integer(json_object_get(req, "memory_bytes")) &&
+                                       json_integer_value(json_object_get(req, "memory_bytes")) > 0
+                               ? (uint64_t) json_integer_value(json_object_get(req, "memory_bytes"))
+                               : 0);
         imports = json_strv_to_py(json_object_get(req, "imports"));
         preload = json_strv_to_py(json_object_get(req, "preload"));
         if (!imports || !preload)
@@ -530,20 +535,22 @@ static json_t *handle_exec(json_t *req)
 
         if (!code)
                 return json_pack("{s:s, s:s}", "op", "fatal", "message", "exec without code");
-        if (language && strcmp(language, "bash") == 0) {
-                /* The files manifest is the cell module's, also for bash cells. */
+        if (language && (strcmp(language, "bash") == 0 || strcmp(language, "javascript") == 0)) {
+                /* The files manifest is the cell module's, also for bash and JavaScript cells. */
                 _cleanup_pydecref_ PyObject *snap = NULL, *changed = NULL;
                 snap = PyObject_CallMethod(cell_module, "files_snapshot", NULL);
                 if (!snap)
                         PyErr_Clear();
-                out = shell_run(code, &call);
+                out = strcmp(language, "bash") == 0 ? shell_run(code, &call) : node_run(code, req);
                 if (snap)
                         changed = PyObject_CallMethod(cell_module, "files_changed", "(O)", snap);
                 if (!changed)
                         PyErr_Clear();
-                if (out)
+                if (out) {
                         json_object_set_new(out, "files",
                                             changed ? py_to_json(changed, 0) : json_array());
+                        bound_result(out);
+                }
         } else {
                 if (call_kwargs(&call, &kwargs) < 0) {
                         python_error_string(msg, sizeof(msg));
@@ -684,19 +691,28 @@ py_fail:
         return json_pack("{s:s, s:s}", "op", op, "error", msg);
 }
 
+/* The name lost_names gives a running JavaScript REPL, whose variables no snapshot saves. */
+#define NODE_LOST_NAME "(javascript state)"
+
 /* Saves the session: its Python variables go down the pipe fd (the daemon bounds and stores
- * them), the shell's state rides in the answer. */
+ * them), the shell's state rides in the answer. A JavaScript REPL's variables cannot be saved:
+ * the answer's lost_names says so, and the resumed or forked session starts a new REPL with its
+ * first javascript cell. */
 static json_t *handle_snapshot(int fd)
 {
         _cleanup_free_ char *bash = shell_export_state();
         json_t *args = json_pack("[o]", bash ? json_string(bash) : json_null());
+        json_t *out, *lost;
 
         if (!args) {
                 (void) close(fd);
                 return NULL;
         }
-        json_t *out = call_with_fd("snapshot", fd, args, "snapshot_done");
+        out = call_with_fd("snapshot", fd, args, "snapshot_done");
         json_decref(args);
+        lost = json_object_get(out, "lost_names");
+        if (json_is_array(lost) && node_has_state())
+                (void) json_array_append_new(lost, json_string(NODE_LOST_NAME));
         return out;
 }
 

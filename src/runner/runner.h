@@ -2,6 +2,8 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* What an execute request adds around one cell, for that cell only (all optional): its stdin
@@ -25,6 +27,19 @@ char *shell_export_state(void);
 
 /* Makes the next shell started source script first (a resumed session's shell state). */
 void shell_set_restore(const char *script);
+
+/* Runs code in the session's JavaScript REPL (node.c), starting one first when none runs; req
+ * (borrowed) is the exec request, whose "env" and "cwd" apply to this cell only. Output goes to
+ * the runner's fds 1 and 2. Returns a new result object {"status","result","exit_code","error"}
+ * (caller decrefs), or NULL when out of memory. */
+json_t *node_run(const char *code, json_t *req);
+
+/* The profile's output cap (each string of an answer is cut to it) and memory limit (V8's heap
+ * may grow that far; 0 = node's own default), for REPLs started from now on. */
+void node_configure(size_t output_max, uint64_t memory_bytes);
+
+/* Whether a JavaScript REPL runs, holding variables that a snapshot cannot save. */
+bool node_has_state(void);
 
 /* Zygote mode (zygote.c). zygote_prepare() reads the kernel features from the init request and
  * compiles the seccomp filter; zygote_fork() makes a session for a fork request and returns 0 in

@@ -532,9 +532,10 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         (void) fcntl_nonblock(sb->jail->stdout_fd);
         (void) fcntl_nonblock(sb->jail->stderr_fd);
 
-        r = send_frame(sb, json_pack("{s:s, s:s, s:I, s:o, s:s, s:o}", "op", "init", "profile",
+        r = send_frame(sb, json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o}", "op", "init", "profile",
                                      p->name, "output_max", (json_int_t) p->limits.output_bytes,
-                                     "imports", strv_to_json(p->imports), "policy",
+                                     "memory_bytes", (json_int_t) sb->memory_bytes, "imports",
+                                     strv_to_json(p->imports), "policy",
                                      p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none",
                                      "preload",
                                      opts->preload ? strv_to_json(p->preload) : json_array()));
@@ -1226,6 +1227,20 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                         classify_death(sb, o, &u0, &u1, &status, &exit_code, &error);
         } else if (sb->jail->cgroup) {
                 (void) cgroup_read_usage(sb->jail->cgroup, &u1);
+                /* The OOM killer took one process of the cell while the runner lived on
+                 * (cgroup v1 kills a process, not the group): a JavaScript REPL or a bash
+                 * cell's command ran out of memory, and the cell failed because of it. */
+                if (status && strcmp(status, "error") == 0 && u1.oom_kills > u0.oom_kills) {
+                        char msg[256];
+                        (void) snprintf(msg, sizeof(msg),
+                                        "a process of the cell ran out of memory (limit %llu "
+                                        "MiB) and was killed; the session lives on",
+                                        (unsigned long long) (sb->memory_bytes / 1048576));
+                        json_decref(error);
+                        error = error_object("MemoryError", msg);
+                        status = "oom";
+                        exit_code = 137;
+                }
         }
         if (!status) {
                 status = "killed";

@@ -1327,6 +1327,8 @@ static json_t *profile_json(const struct profile *p)
                 json_array_append_new(langs, json_string("python"));
         if (p->lang_bash)
                 json_array_append_new(langs, json_string("bash"));
+        if (p->lang_javascript)
+                json_array_append_new(langs, json_string("javascript"));
         for (char **m = p->preload; *m; m++)
                 json_array_append_new(preload, json_string(*m));
         if (p->imports) {
@@ -1541,16 +1543,19 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
                     struct airlock_error *err)
 {
         struct session *live = NULL;
+        char langs[64];
         int r;
 
         if (req->language && strcmp(req->language, "python") != 0 &&
-            strcmp(req->language, "bash") != 0)
-                return airlock_error_set(err, -EINVAL, "language: expected python or bash");
-        if ((req->language && strcmp(req->language, "bash") == 0 && !s->profile->lang_bash) ||
-            ((!req->language || strcmp(req->language, "python") == 0) && !s->profile->lang_python))
-                return airlock_error_set(err, -EINVAL, "language: profile '%s' does not allow %s",
-                                         s->profile->name,
-                                         req->language ? req->language : "python");
+            strcmp(req->language, "bash") != 0 && strcmp(req->language, "javascript") != 0)
+                return airlock_error_set(err, -EINVAL,
+                                         "language: expected python, bash or javascript");
+        if (!profile_allows_language(s->profile, req->language))
+                return airlock_error_set(err, -EINVAL,
+                                         "language: profile '%s' does not allow %s (its "
+                                         "languages: %s)",
+                                         s->profile->name, req->language ? req->language : "python",
+                                         profile_languages_text(s->profile, langs, sizeof(langs)));
         if ((req->stdin_text || req->env || req->cwd) && (r = check_call(req, err)) < 0)
                 return r;
         r = acquire(s, true, &live, err);

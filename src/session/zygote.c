@@ -194,9 +194,10 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         (void) fcntl_nonblock(z->jail->stdout_fd);
         (void) fcntl_nonblock(z->jail->stderr_fd);
 
-        frame = json_pack("{s:s, s:s, s:I, s:o, s:s, s:o, s:{s:i, s:b, s:b}}", "op", "init",
+        frame = json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:{s:i, s:b, s:b}}", "op", "init",
                           "profile", p->name, "output_max", (json_int_t) p->limits.output_bytes,
-                          "imports", profile_imports_json(p), "policy",
+                          "memory_bytes", (json_int_t) p->limits.memory_bytes, "imports",
+                          profile_imports_json(p), "policy",
                           p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "preload",
                           profile_preload_json(p), "features", "landlock_abi",
                           features->landlock_abi, "mount_setattr", features->mount_setattr,

@@ -7,6 +7,7 @@
 
 #include "base/cleanup.h"
 #include "base/util.h"
+#include "profile/profile.h"
 #include "session/sandbox.h"
 
 #include <assert.h>
@@ -19,7 +20,7 @@
 #include <string.h>
 
 static const struct tool *const all_tools[] = {
-        &tool_run_python, &tool_run_shell,  &tool_write_file,
+        &tool_run_python, &tool_run_shell,  &tool_run_javascript, &tool_write_file,
         &tool_read_file,  &tool_list_files, &tool_reset_session,
 };
 
@@ -104,14 +105,36 @@ static json_t *tool_declaration(const struct tool *t, enum tools_format format)
         return NULL;
 }
 
-json_t *tools_declarations(enum tools_format format, struct hub *hub)
+bool tools_offered(const struct tool *t, const char *profile)
+{
+        struct airlock_error err = { { 0 } };
+        struct profile *p = NULL;
+        bool allowed;
+
+        if (!t->language)
+                return true;
+        /* Read from the profile's file, as a session of it would be made: only tools/list and
+         * GET /v1/tools come here, never an execution. */
+        if (profile_load(profile ? profile : "default", &p, &err) < 0)
+                return false;
+        allowed = profile_allows_language(p, t->language);
+        profile_free(p);
+        return allowed;
+}
+
+/* The declarations of airlock's tools (those profile is offered, unless all) and hub's. */
+static json_t *declarations(enum tools_format format, struct hub *hub, bool all,
+                            const char *profile)
 {
         json_t *list = json_array();
 
         if (!list)
                 return NULL;
         for (size_t i = 0; i < ELEMENTSOF(all_tools); i++) {
-                json_t *d = tool_declaration(all_tools[i], format);
+                json_t *d;
+                if (!all && !tools_offered(all_tools[i], profile))
+                        continue;
+                d = tool_declaration(all_tools[i], format);
                 if (!d || json_array_append_new(list, d) < 0) {
                         json_decref(list);
                         return NULL;
@@ -124,9 +147,19 @@ json_t *tools_declarations(enum tools_format format, struct hub *hub)
         return list;
 }
 
+json_t *tools_declarations(enum tools_format format, struct hub *hub)
+{
+        return declarations(format, hub, true, NULL);
+}
+
+json_t *tools_declarations_for(enum tools_format format, struct hub *hub, const char *profile)
+{
+        return declarations(format, hub, false, profile);
+}
+
 json_t *toolbox_declarations(struct toolbox *tb, enum tools_format format)
 {
-        json_t *list = tools_declarations(format, tb->hub);
+        json_t *list = tools_declarations_for(format, tb->hub, tb->profile);
         _cleanup_(json_decrefp) json_t *code = NULL;
         _cleanup_free_ char *id = NULL;
 

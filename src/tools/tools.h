@@ -54,6 +54,9 @@ struct tool {
         const char *input_schema; /* JSON Schema (an object schema) as JSON text */
         struct tool_annotations annotations;
         bool needs_session; /* the call starts the session when there is none yet */
+        /* The language the tool runs, offered only where the profile allows it; NULL: any
+         * profile (run_python and run_shell are offered everywhere, as before). */
+        const char *language;
         tool_handler_fn handler;
 };
 
@@ -71,6 +74,14 @@ int tools_format_from_string(const char *s, enum tools_format *ret_format);
  * (hub may be NULL: none). An internal tool's description names its server and, while it
  * cannot be called, says why. NULL only on allocation failure. */
 json_t *tools_declarations(enum tools_format format, struct hub *hub);
+
+/* Whether tool t is offered to a session of profile (a name; NULL = "default"): a tool that runs
+ * a language the profile does not allow (run_javascript) is not. A profile that cannot be
+ * loaded offers no such tool. */
+bool tools_offered(const struct tool *t, const char *profile);
+
+/* tools_declarations() without the tools a session of profile is not offered (tools_offered). */
+json_t *tools_declarations_for(enum tools_format format, struct hub *hub, const char *profile);
 
 /* Checks args against the tool's schema: an object (NULL counts as {}), the required members
  * present, each member of the declared type and range, no unknown members. Returns 0, or

@@ -19,8 +19,8 @@ NODE_MODULES = ROOT / "tests" / "mcp" / "node_modules"
 EVERYTHING = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 MEMORY = NODE_MODULES / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 # airlock's own tools, which an internal tool may never shadow.
-OWN_TOOLS = ["run_python", "run_shell", "write_file", "read_file", "list_files",
-             "reset_session"]
+OWN_TOOLS = ["run_python", "run_shell", "run_javascript", "write_file", "read_file",
+             "list_files", "reset_session"]
 
 
 def node():

@@ -22,8 +22,8 @@ from fake_llm import (FakeLLM, answer, error, last_tool, raw, slow, tool_call,  
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRLOCK = os.environ.get("AIRLOCK_BIN", str(ROOT / "build" / "src" / "cli" / "airlock"))
-TOOL_NAMES = {"run_python", "run_shell", "write_file", "read_file", "list_files",
-              "reset_session"}
+TOOL_NAMES = {"run_python", "run_shell", "run_javascript", "write_file", "read_file",
+              "list_files", "reset_session"}
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="airlock's namespaces isolation needs root")

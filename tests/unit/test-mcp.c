@@ -570,6 +570,34 @@ Test(mcp, closing_ends_the_call_that_runs_and_refuses_the_rest)
 
 /* ---- tool declarations ----------------------------------------------------------------- */
 
+/* run_javascript is offered where the profile allows javascript, and only there. */
+Test(tools, run_javascript_offered_by_profile)
+{
+        const struct tool *t = tools_find("run_javascript");
+        json_t *all = NULL, *minimal = NULL;
+        size_t i;
+        json_t *d;
+        bool listed = false;
+
+        cr_assert_not_null(t);
+        cr_expect_str_eq(t->language, "javascript");
+        cr_expect(tools_offered(t, AIRLOCK_TEST_SOURCE_DIR "/profiles/default.json"));
+        cr_expect_not(tools_offered(t, AIRLOCK_TEST_SOURCE_DIR "/profiles/minimal.json"));
+        cr_expect_not(tools_offered(t, "/nonexistent/profile.json"), "deny when in doubt");
+        cr_expect(tools_offered(tools_find("run_python"), "/nonexistent/profile.json"));
+
+        all = tools_declarations(TOOLS_FORMAT_MCP, NULL);
+        minimal = tools_declarations_for(TOOLS_FORMAT_MCP, NULL,
+                                         AIRLOCK_TEST_SOURCE_DIR "/profiles/minimal.json");
+        cr_expect_eq(json_array_size(minimal) + 1, json_array_size(all));
+        json_array_foreach (minimal, i, d)
+                listed |= strcmp(json_string_value(json_object_get(d, "name")), "run_javascript") ==
+                          0;
+        cr_expect_not(listed, "minimal does not allow javascript");
+        json_decref(all);
+        json_decref(minimal);
+}
+
 Test(tools, declarations_in_three_shapes)
 {
         json_t *mcp = tools_declarations(TOOLS_FORMAT_MCP, NULL);
@@ -578,7 +606,7 @@ Test(tools, declarations_in_three_shapes)
         size_t n;
         const struct tool *const *all = tools_all(&n);
 
-        cr_assert_eq(n, 6);
+        cr_assert_eq(n, 7);
         cr_assert_eq(json_array_size(mcp), n);
         cr_assert_eq(json_array_size(openai), n);
         cr_assert_eq(json_array_size(anthropic), n);
@@ -612,7 +640,7 @@ Test(tools, declarations_in_three_shapes)
         }
         /* The read-only tools say so; the ones that run code do not claim to be harmless. */
         cr_expect(json_is_true(json_object_get(
-                json_object_get(json_array_get(mcp, 3), "annotations"), "readOnlyHint")));
+                json_object_get(json_array_get(mcp, 4), "annotations"), "readOnlyHint")));
         cr_expect(json_is_true(json_object_get(
                 json_object_get(json_array_get(mcp, 0), "annotations"), "destructiveHint")));
         json_decref(mcp);

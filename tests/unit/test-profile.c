@@ -101,6 +101,7 @@ Test(shipped, default_values)
         load_shipped("default", &p);
         cr_expect(p->lang_python);
         cr_expect(p->lang_bash);
+        cr_expect(p->lang_javascript);
         expect_strv_eq(p->preload, preload, "preload");
         cr_expect_null(p->imports, "default allows any import");
         cr_expect_eq(p->policy, PROFILE_POLICY_NONE);
@@ -123,6 +124,7 @@ Test(shipped, minimal_values)
         load_shipped("minimal", &p);
         cr_expect(p->lang_python);
         cr_expect_not(p->lang_bash);
+        cr_expect_not(p->lang_javascript, "the restricted profiles are Python only");
         expect_strv_eq(p->preload, none, "preload");
         expect_strv_eq(p->imports, minimal_imports, "imports");
         cr_expect_eq(strv_length(p->imports), 16);
@@ -220,6 +222,28 @@ Test(shipped, load_by_name_and_list)
 static int parse(const char *text, struct profile **ret, struct airlock_error *err)
 {
         return profile_parse("test", "test.json", text, strlen(text), ret, err);
+}
+
+Test(parse, javascript_language)
+{
+        _cleanup_profile_ struct profile *p = NULL;
+        struct airlock_error err = { "" };
+        char buf[64];
+
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"javascript\", \"bash\"]}",
+                           &p, &err),
+                     0, "%s", err.msg);
+        cr_expect(p->lang_javascript && p->lang_bash && !p->lang_python);
+        cr_expect(profile_allows_language(p, "javascript"));
+        cr_expect(profile_allows_language(p, "bash"));
+        cr_expect_not(profile_allows_language(p, NULL), "NULL is python");
+        cr_expect_not(profile_allows_language(p, "ruby"));
+        cr_expect_str_eq(profile_languages_text(p, buf, sizeof(buf)), "bash, javascript");
+        p = profile_free(p);
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"python\"]}", &p, &err), 0,
+                     "%s", err.msg);
+        cr_expect_not(profile_allows_language(p, "javascript"));
+        cr_expect_str_eq(profile_languages_text(p, buf, sizeof(buf)), "python");
 }
 
 Test(parse, defaults)
@@ -360,6 +384,9 @@ static const struct bad_case bad_cases[] = {
         { "{\"description\": \"d\", \"languages\": [\"ruby\"]}", "languages[0]" },
         { "{\"description\": \"d\", \"languages\": [\"python\", \"Python\"]}", "languages[1]" },
         { "{\"description\": \"d\", \"languages\": [\"python\", \"python\"]}", "languages[1]" },
+        { "{\"description\": \"d\", \"languages\": [\"javascript\", \"javascript\"]}",
+          "languages[1]" },
+        { "{\"description\": \"d\", \"languages\": [\"node\"]}", "languages[0]" },
         { WITH("\"preload\": \"numpy\""), "preload" },
         { WITH("\"preload\": null"), "preload" },
         { WITH("\"preload\": [1]"), "preload[0]" },

@@ -1,0 +1,225 @@
+// The JavaScript REPL of a session (node.c starts it with the first javascript cell): one Node
+// process whose global scope holds the session's variables. Cells come in on fd 3, one JSON line
+// each ({"code", "cell", "env"?, "cwd"?}), and each answer goes out on fd 4 as one JSON line
+// ({"status", "result", "error"}). User output goes straight to fds 1 and 2, the sandbox's pipes.
+//
+// A cell is a vm.Script run in this context, so that top-level let/const/class/function stay
+// declared for the next cell and the script's completion value is the result. A cell with a
+// top-level await is first rewritten by Node's own REPL transform (internal/repl/await, hence
+// --expose-internals): the same code the `node` REPL runs on Node 18 and 20, whose parser
+// (acorn) ships inside node itself, so nothing else needs to be installed. A SIGINT stops a
+// synchronous busy loop (breakOnSigint) or the wait for a pending promise.
+'use strict';
+(() => {
+  const fs = require('fs');
+  const net = require('net');
+  const path = require('path');
+  const util = require('util');
+  const vm = require('vm');
+  const Module = require('module');
+  const { processTopLevelAwait } = require('internal/repl/await');
+
+  // Taken now: user code may replace any of them on the global object.
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const writeSync = fs.writeSync;
+  const inspect = util.inspect;
+  const outputMax = Math.max(1024, Number(process.env.AIRLOCK_NODE_OUTPUT_MAX) || 1 << 20);
+  delete process.env.AIRLOCK_NODE_OUTPUT_MAX;
+
+  const REPLY_FD = 4;
+  let pending = null; // resolve() of the cell awaiting its promise, for SIGINT
+
+  globalThis.require = Module.createRequire(path.join(process.cwd(), '<repl>'));
+  globalThis.module = undefined;
+
+  function cut(s) {
+    if (typeof s !== 'string' || s.length <= outputMax) return s;
+    return s.slice(0, outputMax) + `... [airlock: truncated at ${outputMax} characters]`;
+  }
+
+  function show(value) {
+    try {
+      return inspect(value, { depth: 4, maxArrayLength: 200, maxStringLength: outputMax });
+    } catch (e) {
+      return `<value that cannot be shown: ${String(e && e.message)}>`;
+    }
+  }
+
+  // The stack without the driver's frames (the -e script, node:vm, and the runtime below the
+  // user's outermost frame), so that a traceback shows <cell-N>:line:column.
+  function traceback(e) {
+    let stack;
+    try {
+      stack = e && typeof e.stack === 'string' ? e.stack : null;
+    } catch {
+      stack = null;
+    }
+    if (!stack) return '';
+    const lines = stack.split('\n').filter((l) => !/\[eval\]|node:vm:|evalmachine/.test(l));
+    let last = lines.length;
+    while (last > 0 && /^\s+at /.test(lines[last - 1]) && !/<cell-\d+>/.test(lines[last - 1]))
+      last--;
+    const head = lines.slice(0, last);
+    // A frame of the user's code may sit below runtime frames (a callback): keep all then.
+    return (head.some((l) => /<cell-\d+>/.test(l)) ? head : lines).join('\n');
+  }
+
+  function errorOf(e) {
+    if (e instanceof Error || (e && typeof e === 'object' && 'stack' in e && 'message' in e)) {
+      let name = 'Error';
+      let value = '';
+      try {
+        name = String(e.name || (e.constructor && e.constructor.name) || 'Error');
+        value = String(e.message);
+      } catch {}
+      if (e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') return interrupted();
+      return { name, value, traceback: traceback(e) };
+    }
+    // throw 42, throw "text", a rejection with a plain value.
+    return { name: 'Uncaught', value: show(e), traceback: '' };
+  }
+
+  function interrupted() {
+    return { name: 'KeyboardInterrupt', value: 'the cell was interrupted', traceback: '' };
+  }
+
+  function answer(obj) {
+    if (obj.result !== undefined && obj.result !== null) obj.result = cut(obj.result);
+    if (obj.error) {
+      obj.error.value = cut(obj.error.value);
+      obj.error.traceback = cut(obj.error.traceback);
+    }
+    const text = stringify(obj) + '\n';
+    const buf = Buffer.from(text);
+    for (let off = 0; off < buf.length; ) off += writeSync(REPLY_FD, buf, off);
+  }
+
+  // Per-call environment and working directory: applied for one cell, then put back.
+  function applyCall(req) {
+    const saved = { env: null, cwd: null };
+    if (req.env && typeof req.env === 'object') {
+      saved.env = {};
+      for (const [k, v] of Object.entries(req.env)) {
+        saved.env[k] = Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined;
+        process.env[k] = String(v);
+      }
+    }
+    if (typeof req.cwd === 'string') {
+      saved.cwd = process.cwd();
+      process.chdir(req.cwd);
+    }
+    return saved;
+  }
+
+  function restoreCall(saved) {
+    if (saved.env)
+      for (const [k, v] of Object.entries(saved.env)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    if (saved.cwd !== null) {
+      try {
+        process.chdir(saved.cwd);
+      } catch {}
+    }
+  }
+
+  // import() in a cell: Node's own loader where this Node has it (20.12 and later; relative
+  // specifiers resolve against the working directory). Node 18 has no way without
+  // --experimental-vm-modules, so there import() fails with Node's message and require() works.
+  const importer = vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER;
+  if (importer) {
+    // Its ExperimentalWarning would land in the first cell that imports, as user output.
+    const emitWarning = process.emitWarning;
+    process.emitWarning = function (w, ...rest) {
+      if (String((w && w.message) || w).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER')) return;
+      return emitWarning.call(this, w, ...rest);
+    };
+  }
+
+  async function run(req) {
+    const filename = `<cell-${req.cell}>`;
+    let code = String(req.code);
+    let wrapped = null;
+    let value;
+
+    if (/\bawait\b/.test(code)) {
+      try {
+        wrapped = processTopLevelAwait(code);
+      } catch (e) {
+        return { status: 'error', result: null, error: errorOf(e) };
+      }
+    }
+    try {
+      const script = new vm.Script(wrapped || code, importer ? { filename, importModuleDynamically: importer } : { filename });
+      value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
+      if (wrapped) {
+        // The rewritten cell is an async function's promise: {value} of its last expression.
+        const settled = await new Promise((resolve) => {
+          pending = resolve;
+          value.then(
+            (v) => resolve({ ok: true, v }),
+            (e) => resolve({ ok: false, e })
+          );
+        });
+        pending = null;
+        if (settled.interrupted) return { status: 'error', result: null, error: interrupted() };
+        if (!settled.ok) throw settled.e;
+        value = settled.v && typeof settled.v === 'object' ? settled.v.value : undefined;
+      }
+    } catch (e) {
+      pending = null;
+      return { status: 'error', result: null, error: errorOf(e) };
+    }
+    return { status: 'ok', result: value === undefined ? null : show(value), error: null };
+  }
+
+  // A SIGINT while a cell waits for its promise ends the wait (the promise itself runs on);
+  // one between cells is ignored rather than ending the REPL.
+  process.on('SIGINT', () => {
+    if (pending) pending({ interrupted: true });
+  });
+  // What user code leaves running must not end the REPL: it is reported on stderr.
+  process.on('uncaughtException', (e) => {
+    process.stderr.write(`Uncaught ${traceback(e) || show(e)}\n`);
+  });
+  process.on('unhandledRejection', (e) => {
+    process.stderr.write(`Uncaught (in promise) ${e instanceof Error ? traceback(e) : show(e)}\n`);
+  });
+
+  const input = new net.Socket({ fd: 3, readable: true, writable: false });
+  let buffered = '';
+  let queue = Promise.resolve();
+  input.setEncoding('utf8');
+  input.on('data', (chunk) => {
+    buffered += chunk;
+    let nl;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      queue = queue.then(async () => {
+        let req;
+        try {
+          req = parse(line);
+        } catch {
+          process.exit(70); // the runner never sends this: nothing to answer
+        }
+        let saved = { env: null, cwd: null };
+        let out;
+        try {
+          saved = applyCall(req);
+          out = await run(req);
+        } catch (e) {
+          out = { status: 'error', result: null, error: errorOf(e) };
+        } finally {
+          restoreCall(saved);
+        }
+        answer(out);
+      });
+    }
+  });
+  input.on('end', () => process.exit(0));
+  // The REPL stays alive for the pipe alone: timers the user left do not decide.
+  answer({ status: 'ready' });
+})();
