@@ -1027,6 +1027,11 @@ static int check_call(const struct exec_request *req, struct airlock_error *err)
         const char *name;
         json_t *value;
 
+        if (req->stdin_text && req->language && strcmp(req->language, "javascript") == 0)
+                return airlock_error_set(err, -EINVAL,
+                                         "stdin: javascript cells have no standard input (their "
+                                         "REPL reads its cells from it); pass the text in the "
+                                         "code or in a file");
         if (req->stdin_text && strlen(req->stdin_text) > EXEC_STDIN_MAX)
                 return airlock_error_set(err, -EINVAL, "stdin: at most %u bytes", EXEC_STDIN_MAX);
         if (req->env && !json_is_object(req->env))

@@ -311,3 +311,22 @@ def test_run_javascript_tool_only_where_allowed(daemon, sessions):
     if r.status_code == 200 and "application/json" in r.headers.get("Content-Type", ""):
         names = [t["name"] for t in r.json()["result"]["tools"]]
         assert "run_javascript" in names, names
+
+
+def test_call_env_and_cwd_apply_to_one_cell(daemon, sessions):
+    sid = sessions.new()
+    ok(daemon.execute(sid, "mkdir -p sub/dir", language="bash"))
+    out = ok(js(daemon, sid, "[process.cwd(), process.env.GREETING]", cwd="sub/dir",
+                env={"GREETING": "hi"}))
+    assert out["result"] == "[ '/work/sub/dir', 'hi' ]", out
+    out = ok(js(daemon, sid, "[process.cwd(), process.env.GREETING]"))
+    assert out["result"] == "[ '/work', undefined ]", out
+
+
+def test_stdin_is_refused_for_javascript(daemon, sessions):
+    sid = sessions.new()
+    r = daemon.post(f"/v1/sessions/{sid}/execute",
+                    json={"code": "1", "language": "javascript", "stdin": "x"})
+    assert r.status_code == 400, r.text
+    assert "javascript cells have no standard input" in r.json()["error"], r.text
+    assert r.json().get("field") == "stdin", r.text
