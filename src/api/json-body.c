@@ -472,6 +472,173 @@ static int names_parse(json_t *root, const char *field, char ***ret, struct body
         return 0;
 }
 
+static bool metadata_key_is_valid(const char *key)
+{
+        size_t n = strlen(key);
+
+        if (n == 0 || n > 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char) key[i]) && key[i] != '_' && key[i] != '.' &&
+                    key[i] != '-')
+                        return false;
+        return true;
+}
+
+static int metadata_check(json_t *md, bool allow_null, struct body_error *err)
+{
+        const char *key;
+        json_t *value;
+
+        if (!allow_null && json_object_size(md) > 64)
+                return body_fail(err, "metadata", "field 'metadata' has more than 64 entries");
+        if (json_object_size(md) > 1024)
+                return body_fail(err, "metadata", "field 'metadata' has more than 1024 entries");
+        json_object_foreach (md, key, value) {
+                char excerpt[80];
+
+                key_excerpt(key, excerpt, sizeof(excerpt));
+                if (!metadata_key_is_valid(key))
+                        return body_fail(err, "metadata",
+                                         "metadata: '%s' is not a key (1 to 64 characters of "
+                                         "A-Z a-z 0-9 _ . -)",
+                                         excerpt);
+                if (allow_null && json_is_null(value))
+                        continue;
+                if (!json_is_string(value))
+                        return body_fail(err, "metadata",
+                                         "metadata: the value of '%s' must be a string%s, not %s",
+                                         excerpt, allow_null ? " or null" : "",
+                                         json_type_name(value));
+                if (json_string_length(value) > 1024)
+                        return body_fail(err, "metadata",
+                                         "metadata: the value of '%s' is longer than 1024 bytes",
+                                         excerpt);
+        }
+        return 0;
+}
+
+/* metadata, lifetime_s and timeout_s, as create and PATCH take them; lifetime_s may be null
+ * only in a PATCH (ret_has_lifetime not NULL), where it clears the lifetime. */
+static int patchable_parse(json_t *root, bool patch, const json_t **ret_md, uint64_t *ret_lifetime,
+                           bool *ret_has_lifetime, uint64_t *ret_timeout_ms, bool *ret_has_timeout,
+                           struct body_error *err)
+{
+        json_t *v = json_object_get(root, "metadata");
+        uint64_t ms = 0;
+        int r;
+
+        if (v) {
+                r = metadata_check(v, patch, err);
+                if (r < 0)
+                        return r;
+                *ret_md = v;
+        }
+        v = json_object_get(root, "lifetime_s");
+        if (v && json_is_null(v) && patch) {
+                *ret_lifetime = 0;
+                *ret_has_lifetime = true;
+        } else if (v) {
+                double s = json_number_value(v);
+                if (!json_is_number(v) || !isfinite(s) || s < 1 || s > BODY_LIFETIME_MAX_S)
+                        return body_fail(err, "lifetime_s",
+                                         "field 'lifetime_s' must be a number of seconds, 1 <= "
+                                         "lifetime_s <= %d (30 days)%s",
+                                         BODY_LIFETIME_MAX_S, patch ? ", or null to clear it" : "");
+                *ret_lifetime = (uint64_t) llround(s);
+                if (ret_has_lifetime)
+                        *ret_has_lifetime = true;
+        }
+        r = seconds_field(root, "timeout_s", BODY_TIMEOUT_MAX_S, &ms, err);
+        if (r < 0)
+                return r;
+        if (json_object_get(root, "timeout_s")) {
+                *ret_timeout_ms = ms;
+                if (ret_has_timeout)
+                        *ret_has_timeout = true;
+        }
+        return 0;
+}
+
+int session_patch_body_parse(const char *buf, size_t len, json_t **ret_root,
+                             struct session_patch_body *ret, struct body_error *err)
+{
+        static const struct body_field fields[] = {
+                { "stop_after_s", BODY_NUMBER, false },
+                { "lifetime_s", BODY_NUMBER, false }, /* or null: checked below */
+                { "timeout_s", BODY_NUMBER, false },
+                { "metadata", BODY_OBJECT, false },
+        };
+        struct session_patch_body out = { 0 };
+        json_t *root = NULL, *lifetime = NULL;
+        int r;
+
+        /* null clears a lifetime: take it out before the type check, put it back after. */
+        root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+        if (json_is_object(root) && json_is_null(json_object_get(root, "lifetime_s"))) {
+                _cleanup_free_ char *text = NULL;
+                (void) json_object_del(root, "lifetime_s");
+                lifetime = json_null();
+                text = json_dumps(root, JSON_COMPACT);
+                json_decref(root);
+                root = NULL;
+                if (!text)
+                        return -ENOMEM;
+                r = body_parse_object(text, strlen(text), false, fields, ELEMENTSOF(fields), &root,
+                                      err);
+        } else {
+                json_decref(root);
+                root = NULL;
+                r = body_parse_object(buf, len, false, fields, ELEMENTSOF(fields), &root, err);
+        }
+        if (r < 0)
+                return r;
+        if (lifetime)
+                (void) json_object_set_new(root, "lifetime_s", lifetime);
+        if (json_object_size(root) == 0) {
+                r = body_fail(err, "body",
+                              "nothing to change: give stop_after_s, lifetime_s, timeout_s or "
+                              "metadata");
+                goto fail;
+        }
+        r = seconds_field(root, "stop_after_s", BODY_STOP_AFTER_MAX_S, &out.stop_after_ms, err);
+        if (r < 0)
+                goto fail;
+        out.has_stop_after = json_object_get(root, "stop_after_s") != NULL;
+        r = patchable_parse(root, true, &out.metadata, &out.lifetime_s, &out.has_lifetime,
+                            &out.timeout_ms, &out.has_timeout, err);
+        if (r < 0)
+                goto fail;
+        *ret_root = root;
+        *ret = out;
+        return 0;
+fail:
+        json_decref(root);
+        return r;
+}
+
+int body_metadata_filter_add(json_t **filter, const char *key, const char *value,
+                             struct body_error *err)
+{
+        char excerpt[80];
+        json_t *v;
+
+        key_excerpt(key, excerpt, sizeof(excerpt));
+        if (!metadata_key_is_valid(key))
+                return body_fail(err, "metadata",
+                                 "metadata.%s: not a metadata key (1 to 64 characters of A-Z a-z "
+                                 "0-9 _ . -)",
+                                 excerpt);
+        if (!*filter && !(*filter = json_object()))
+                return -ENOMEM;
+        if (json_object_get(*filter, key))
+                return body_fail(err, "metadata", "metadata.%s is given twice", excerpt);
+        v = json_string(value);
+        if (!v)
+                return body_fail(err, "metadata", "metadata.%s: the value is not UTF-8", excerpt);
+        return json_object_set_new(*filter, key, v) < 0 ? -ENOMEM : 0;
+}
+
 int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct session_body *ret,
                        struct body_error *err)
 {
@@ -482,6 +649,9 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
                 { "env", BODY_OBJECT, false },
                 { "code_tools", BODY_ARRAY, false },
                 { "approved_tools", BODY_ARRAY, false },
+                { "metadata", BODY_OBJECT, false },
+                { "lifetime_s", BODY_NUMBER, false },
+                { "timeout_s", BODY_NUMBER, false },
         };
         json_t *root = NULL;
         struct session_body out = { 0 };
@@ -523,6 +693,9 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
         r = names_parse(root, "code_tools", &out.code_tools, err);
         if (r == 0)
                 r = names_parse(root, "approved_tools", &out.approved_tools, err);
+        if (r == 0)
+                r = patchable_parse(root, false, &out.metadata, &out.lifetime_s, NULL,
+                                    &out.timeout_ms, NULL, err);
         if (r < 0)
                 goto fail;
         *ret_root = root;

@@ -72,12 +72,35 @@ struct session_body {
         const char *profile;    /* NULL = the default profile; borrowed from *ret_root */
         uint64_t stop_after_ms; /* 0 = the daemon's default */
         char **env;
-        char **code_tools;     /* NULL = the profile's */
-        char **approved_tools; /* NULL = none */
+        char **code_tools;      /* NULL = the profile's */
+        char **approved_tools;  /* NULL = none */
+        const json_t *metadata; /* borrowed from *ret_root; NULL = none */
+        uint64_t lifetime_s;    /* 0 = none */
+        uint64_t timeout_ms;    /* 0 = the profile's */
 };
 
 int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct session_body *ret,
                        struct body_error *err);
+
+/* PATCH /v1/sessions/{id}: stop_after_s, lifetime_s (null clears it), timeout_s, metadata
+ * (an object merged in; a null value removes its key). At least one of them. The metadata
+ * object is borrowed from *ret_root, which the caller releases. */
+#define BODY_LIFETIME_MAX_S (30 * 86400)
+struct session_patch_body {
+        bool has_stop_after, has_lifetime, has_timeout;
+        uint64_t stop_after_ms;
+        uint64_t lifetime_s; /* 0 with has_lifetime: clear it */
+        uint64_t timeout_ms;
+        const json_t *metadata;
+};
+int session_patch_body_parse(const char *buf, size_t len, json_t **ret_root,
+                             struct session_patch_body *ret, struct body_error *err);
+
+/* The metadata filters of GET /v1/sessions: query arguments "metadata.KEY" = "VALUE", given
+ * decoded. Adds key -> value to filter (a new object on the first one), refusing a key that is
+ * not a metadata key or a second value for the same key. Returns 0 or -EINVAL with err. */
+int body_metadata_filter_add(json_t **filter, const char *key, const char *value,
+                             struct body_error *err);
 
 /* True for a profile name as profiles are named ([a-z0-9][a-z0-9_-]{0,63}). A client never
  * gets to name a profile file by path. */

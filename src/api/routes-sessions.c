@@ -1,10 +1,12 @@
-/* The session routes: create, list, inspect, delete, interrupt, stop, resume and fork. Thin on
+/* The session routes: create, list, inspect, change (PATCH), delete, interrupt, stop, resume and
+ * fork. Thin on
  * purpose: validation is json-body.c's, lifecycle is the session module's; this file maps one
  * onto the other and each errno onto the status DESIGN.md section 4 and docs/API.md promise. */
 #include "api-internal.h"
 
 #include "base/cleanup.h"
 #include "json-body.h"
+#include "router.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -24,7 +26,8 @@ static const char *field_in_message(const char *msg, const char *const *candidat
 int api_handle_session_create(struct api_request *req)
 {
         static const char *const fields[] = { "stop_after_s", "profile",        "env",
-                                              "code_tools",   "approved_tools", NULL };
+                                              "code_tools",   "approved_tools", "metadata",
+                                              "lifetime_s",   "timeout_s",      NULL };
         _cleanup_strv_free_ char **env = NULL, **code_tools = NULL, **approved = NULL;
         struct airlock_error err = { { 0 } };
         struct body_error berr = { { 0 } };
@@ -47,7 +50,10 @@ int api_handle_session_create(struct api_request *req)
                                                              .stop_after_ms = body.stop_after_ms,
                                                              .env = env,
                                                              .code_tools = code_tools,
-                                                             .approved_tools = approved },
+                                                             .approved_tools = approved,
+                                                             .metadata = body.metadata,
+                                                             .lifetime_s = body.lifetime_s,
+                                                             .timeout_ms = body.timeout_ms },
                            &s, &err);
         json_decref(root);
         if (r == -ENOENT)
@@ -68,10 +74,40 @@ int api_handle_session_create(struct api_request *req)
                                      location);
 }
 
+/* The metadata.KEY=VALUE filters of a listing, percent-decoded, gathered into an object. */
+struct list_query {
+        json_t *filter;
+        struct body_error err;
+        int r;
+};
+
+static enum MHD_Result scan_metadata_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                         const char *value)
+{
+        struct list_query *q = cls;
+        char k[128], v[2048];
+
+        (void) kind;
+        if (q->r < 0 || !key || strncmp(key, "metadata.", 9) != 0)
+                return MHD_YES;
+        if (percent_decode(key + 9, strlen(key + 9), true, k, sizeof(k)) < 0 ||
+            percent_decode(value ? value : "", value ? strlen(value) : 0, true, v, sizeof(v)) < 0) {
+                (void) snprintf(q->err.field, sizeof(q->err.field), "metadata");
+                (void) snprintf(q->err.msg, sizeof(q->err.msg),
+                                "a metadata filter has a malformed percent-escape, an escaped NUL "
+                                "or is too long");
+                q->r = -EINVAL;
+                return MHD_NO;
+        }
+        q->r = body_metadata_filter_add(&q->filter, k, v, &q->err);
+        return q->r < 0 ? MHD_NO : MHD_YES;
+}
+
 int api_handle_session_list(struct api_request *req)
 {
         static const char *const states[] = { "idle", "busy", "stopped", "live", NULL };
         const char *state = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "state");
+        struct list_query q = { 0 };
         json_t *list;
         bool known = !state;
 
@@ -80,10 +116,53 @@ int api_handle_session_list(struct api_request *req)
         if (!known)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "state",
                                        "state: expected idle, busy, stopped or live");
-        list = session_list(req->srv->mgr, state);
+        (void) MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, scan_metadata_arg, &q);
+        if (q.r < 0) {
+                json_decref(q.filter);
+                if (q.r != -EINVAL)
+                        return q.r;
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, q.err.field, "%s", q.err.msg);
+        }
+        list = session_list_filtered(req->srv->mgr, state, q.filter);
+        json_decref(q.filter);
         if (!list)
                 return -ENOMEM;
         return api_reply_json(req, MHD_HTTP_OK, json_pack("{s:o}", "sessions", list));
+}
+
+int api_handle_session_patch(struct api_request *req)
+{
+        static const char *const fields[] = { "stop_after_s", "lifetime_s", "timeout_s", "metadata",
+                                              NULL };
+        struct airlock_error err = { { 0 } };
+        struct body_error berr = { { 0 } };
+        struct session_patch_body body;
+        json_t *root = NULL, *desc = NULL;
+        int r;
+
+        r = session_patch_body_parse(req->body, req->body_len, &root, &body, &berr);
+        if (r == -EINVAL)
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, berr.field, "%s", berr.msg);
+        if (r < 0)
+                return r;
+        r = session_update(req->srv->mgr, req->params.id,
+                           &(struct session_patch){ .has_stop_after = body.has_stop_after,
+                                                    .stop_after_ms = body.stop_after_ms,
+                                                    .has_lifetime = body.has_lifetime,
+                                                    .lifetime_s = body.lifetime_s,
+                                                    .has_timeout = body.has_timeout,
+                                                    .timeout_ms = body.timeout_ms,
+                                                    .metadata = body.metadata },
+                           &desc, &err);
+        json_decref(root);
+        if (r == -ENOENT)
+                return api_reply_session_gone(req, req->params.id);
+        if (r == -EINVAL)
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, field_in_message(err.msg, fields),
+                                       "%s", err.msg);
+        if (r < 0)
+                return api_reply_errno(req, r, NULL, err.msg);
+        return api_reply_json(req, MHD_HTTP_OK, desc);
 }
 
 int api_handle_session_get(struct api_request *req)

@@ -49,6 +49,7 @@ static const struct api_route routes[] = {
         { "GET", "/v1/sessions", api_handle_session_list, true, API_JSON_BODY_MAX },
         { "GET", "/v1/sessions/{id}", api_handle_session_get, true, API_JSON_BODY_MAX },
         { "DELETE", "/v1/sessions/{id}", api_handle_session_delete, true, API_JSON_BODY_MAX },
+        { "PATCH", "/v1/sessions/{id}", api_handle_session_patch, true, API_JSON_BODY_MAX },
         { "POST", "/v1/sessions/{id}/execute", api_handle_session_execute, true,
           API_JSON_BODY_MAX },
         { "POST", "/v1/sessions/{id}/interrupt", api_handle_session_interrupt, true,

@@ -237,6 +237,14 @@ static void restore_facts(struct session *s, json_t *row)
         }
         s->code_tools = strv_from_json(json_object_get(info, "code_tools"));
         s->approved_tools = strv_from_json(json_object_get(info, "approved_tools"));
+        if (json_object_size(json_object_get(info, "metadata")) > 0)
+                s->metadata = json_deep_copy(json_object_get(info, "metadata"));
+        s->timeout_ms = (uint64_t) json_integer_value(json_object_get(info, "timeout_ms"));
+        s->stops_at = (time_t) json_integer_value(json_object_get(info, "stops_at"));
+        /* A lifetime that ran out while it was stopped is spent: the resume was asked for, and
+         * the session lives on under its idle stop (docs/LIFECYCLE.md). */
+        if (s->stops_at > 0 && s->stops_at <= time(NULL))
+                s->stops_at = 0;
 }
 
 int lifecycle_resume(struct session_manager *mgr, const char *id, struct session **ret_s,
@@ -405,6 +413,7 @@ json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row)
         json_int_t limit = 0;
         uint64_t stop_after = (uint64_t) json_integer_value(json_object_get(info, "stop_after_ms"));
         json_t *tools = json_is_array(code_tools) ? json_incref(code_tools) : json_array();
+        json_t *desc;
 
         pthread_mutex_lock(&mgr->lock);
         for (unsigned i = 0; profile && i < mgr->n_profiles; i++)
@@ -423,7 +432,7 @@ json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row)
         session_format_time((time_t) json_integer_value(json_object_get(row, "stopped_at")),
                             stopped);
         session_format_time((time_t) json_integer_value(json_object_get(row, "delete_at")), del);
-        return json_pack(
+        desc = json_pack(
                 "{s:O, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:{s:f, s:I, "
                 "s:I}, s:o, s:o}",
                 "id", json_object_get(row, "id"), "profile", profile ? profile : "", "state",
@@ -435,6 +444,12 @@ json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row)
                 "cpu_ms", json_number_value(json_object_get(info, "cpu_ms")), "peak_memory_bytes",
                 (json_int_t) 0, "memory_limit_bytes", limit, "code_tools", tools, "approved_tools",
                 json_is_array(approved) ? json_incref(approved) : json_array());
+        if (desc)
+                session_describe_patchable(
+                        desc, json_object_get(info, "metadata"),
+                        (uint64_t) json_integer_value(json_object_get(info, "timeout_ms")),
+                        (time_t) json_integer_value(json_object_get(info, "stops_at")));
+        return desc;
 }
 
 int session_stop(struct session_manager *mgr, const char *id, json_t **ret_desc,
@@ -636,6 +651,10 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 c->code_tools = parent->code_tools ? strv_copy(parent->code_tools) : NULL;
                 c->approved_tools =
                         parent->approved_tools ? strv_copy(parent->approved_tools) : NULL;
+                /* Labels, default timeout and lifetime go with the copy. */
+                c->metadata = parent->metadata ? json_deep_copy(parent->metadata) : NULL;
+                c->timeout_ms = parent->timeout_ms;
+                c->stops_at = parent->stops_at;
                 pthread_mutex_unlock(&parent->lock);
                 c->dirty = true; /* its first checkpoint saves its own copy */
                 pthread_mutex_lock(&mgr->lock);

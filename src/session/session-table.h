@@ -49,6 +49,9 @@ struct session {
          * approval which a person approved for it. */
         char **code_tools;
         char **approved_tools;
+        json_t *metadata;    /* the client's labels, an object of strings; NULL = none */
+        uint64_t timeout_ms; /* a call's timeout when it gives none; 0 = the profile's */
+        time_t stops_at;     /* its lifetime ends then (stopped as if idle); 0 = none */
         time_t created_at;
         uint64_t last_used_ns; /* monotonic */
         time_t last_used_at;
@@ -177,6 +180,9 @@ void session_remember_ended(struct session_manager *mgr, const char *id, bool lo
                             const char *reason);
 /* The facts the store keeps of a session, as JSON text (caller frees). s->lock held. */
 char *session_info_json(const struct session *s);
+/* Sets "metadata", "timeout_s" and "stops_at" of a session description o. */
+void session_describe_patchable(json_t *o, const json_t *metadata, uint64_t timeout_ms,
+                                time_t stops_at);
 int session_apply_env(struct sandbox *sb, char *const *env, struct airlock_error *err);
 
 /* lifecycle.c */

@@ -191,6 +191,7 @@ static void session_free(struct session *s)
         strv_free(s->env);
         strv_free(s->code_tools);
         strv_free(s->approved_tools);
+        json_decref(s->metadata);
         json_decref(s->saved);
         json_decref(s->resume_report);
         pthread_cond_destroy(&s->cond);
@@ -369,6 +370,13 @@ char *session_info_json(const struct session *s)
                       s->cpu_ms, "saved", s->saved, "code_tools",
                       s->code_tools ? strv_json(s->code_tools) : NULL, "approved_tools",
                       s->approved_tools ? strv_json(s->approved_tools) : NULL);
+        /* PATCH-able facts: the store row of a stopped session is their only copy. */
+        if (o &&
+            (json_object_set_new(o, "metadata",
+                                 s->metadata ? json_incref(s->metadata) : json_object()) < 0 ||
+             json_object_set_new(o, "timeout_ms", json_integer((json_int_t) s->timeout_ms)) < 0 ||
+             json_object_set_new(o, "stops_at", json_integer((json_int_t) s->stops_at)) < 0))
+                o = (json_decref(o), NULL);
         text = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         return text;
@@ -436,10 +444,16 @@ static bool quiet_for(struct session *s, uint64_t now, uint64_t ms)
         return s->phase == PHASE_LIVE && !s->busy && now - s->last_used_ns >= ms * 1000000ULL;
 }
 
+/* Its lifetime is over (lifetime_s): it stops as an idle one does once no cell runs. */
+static bool lifetime_over(const struct session *s)
+{
+        return s->stops_at > 0 && time(NULL) >= s->stops_at && s->phase == PHASE_LIVE && !s->busy;
+}
+
 static bool due_to_stop(struct session_manager *mgr, struct session *s, uint64_t now)
 {
         (void) mgr;
-        return !s->ephemeral && quiet_for(s, now, s->stop_after_ms);
+        return !s->ephemeral && (quiet_for(s, now, s->stop_after_ms) || lifetime_over(s));
 }
 
 /* Ends the live sessions, and drops the pool members, whose processes died while nobody was
@@ -714,21 +728,33 @@ static void *worker_main(void *arg)
                 s = table_pick(mgr, now, due_to_stop);
                 if (s) {
                         struct airlock_error err = { { 0 } };
+                        bool lifetime;
+                        pthread_mutex_lock(&s->lock);
+                        lifetime = lifetime_over(s);
+                        pthread_mutex_unlock(&s->lock);
                         pthread_mutex_unlock(&mgr->lock);
                         if (!mgr->store) {
                                 /* Nowhere to keep it: idle means ended, as before stops. */
                                 pthread_mutex_lock(&mgr->lock);
                                 if (session_table_find(mgr, s->id) == s)
                                         end_locked(mgr, s, false,
-                                                   "it was idle for longer than its stop_after_s");
+                                                   lifetime ? "its lifetime_s ran out"
+                                                            : "it was idle for longer than its "
+                                                              "stop_after_s");
                                 pthread_mutex_unlock(&mgr->lock);
                         } else if (lifecycle_stop(s, false, &err) < 0) {
-                                log_error("session=%s msg=\"cannot stop the idle session: %s\"",
-                                          s->id, err.msg);
-                                /* Try again after another idle period, not in a loop. */
+                                log_error("session=%s msg=\"cannot stop the %s session: %s\"",
+                                          s->id, lifetime ? "expired" : "idle", err.msg);
+                                /* Try again after another idle period (or a minute), not in a
+                                 * loop. */
                                 pthread_mutex_lock(&s->lock);
                                 s->last_used_ns = now_ns();
+                                if (lifetime)
+                                        s->stops_at = time(NULL) + 60;
                                 pthread_mutex_unlock(&s->lock);
+                        } else if (lifetime) {
+                                log_info("session=%s msg=\"stopped: its lifetime_s ran out\"",
+                                         s->id);
                         }
                         session_unref(s);
                         pthread_mutex_lock(&mgr->lock);
@@ -1084,6 +1110,14 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                                                  "/v1/tools names it), a server name followed by "
                                                  "\"/*\", or \"*\"",
                                                  *t);
+        if (opts && opts->metadata && session_metadata_check(opts->metadata, false, err) < 0)
+                return -EINVAL;
+        if (opts && opts->lifetime_s > SESSION_LIFETIME_MAX_S)
+                return airlock_error_set(err, -EINVAL, "lifetime_s: at most %u seconds (30 days)",
+                                         SESSION_LIFETIME_MAX_S);
+        if (opts && opts->timeout_ms > SESSION_TIMEOUT_MAX_MS)
+                return airlock_error_set(err, -EINVAL, "timeout_s: 0 < timeout_s <= %u",
+                                         SESSION_TIMEOUT_MAX_MS / 1000);
         for (char *const *t = opts ? opts->approved_tools : NULL; t && *t; t++)
                 if (!profile_tool_pattern_is_valid(*t) || strchr(*t, '*'))
                         return airlock_error_set(err, -EINVAL,
@@ -1124,7 +1158,9 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         if (!s || (opts && opts->env && !(s->env = strv_copy(opts->env))) ||
             (opts && opts->code_tools && !(s->code_tools = strv_copy(opts->code_tools))) ||
             (opts && opts->approved_tools &&
-             !(s->approved_tools = strv_copy(opts->approved_tools)))) {
+             !(s->approved_tools = strv_copy(opts->approved_tools))) ||
+            (opts && json_object_size(opts->metadata) > 0 &&
+             !(s->metadata = json_deep_copy(opts->metadata)))) {
                 sandbox_free(sb);
                 session_unref(s);
                 return -ENOMEM;
@@ -1132,6 +1168,10 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         s->sb = sb;
         s->stop_after_ms = stop_after;
         s->ephemeral = opts && opts->ephemeral;
+        if (opts) {
+                s->timeout_ms = opts->timeout_ms;
+                s->stops_at = opts->lifetime_s ? time(NULL) + (time_t) opts->lifetime_s : 0;
+        }
         pthread_mutex_lock(&mgr->lock);
         r = session_table_add(mgr, s);
         pthread_mutex_unlock(&mgr->lock);
@@ -1243,8 +1283,210 @@ json_t *session_describe(struct session *s)
                         strv_json(s->code_tools ? s->code_tools : s->profile->code_tools));
         if (o)
                 json_object_set_new(o, "approved_tools", strv_json(s->approved_tools));
+        if (o)
+                session_describe_patchable(o, s->metadata, s->timeout_ms, s->stops_at);
         pthread_mutex_unlock(&s->lock);
         return o;
+}
+
+void session_describe_patchable(json_t *o, const json_t *metadata, uint64_t timeout_ms,
+                                time_t stops_at)
+{
+        char when[32];
+
+        (void) json_object_set_new(
+                o, "metadata", json_is_object(metadata) ? json_deep_copy(metadata) : json_object());
+        (void) json_object_set_new(
+                o, "timeout_s", timeout_ms ? json_real((double) timeout_ms / 1000.0) : json_null());
+        if (stops_at > 0)
+                session_format_time(stops_at, when);
+        (void) json_object_set_new(o, "stops_at", stops_at > 0 ? json_string(when) : json_null());
+}
+
+int session_metadata_check(const json_t *md, bool allow_null, struct airlock_error *err)
+{
+        const char *key;
+        json_t *value;
+
+        if (!json_is_object(md))
+                return airlock_error_set(err, -EINVAL, "metadata: expected an object of strings");
+        if (!allow_null && json_object_size(md) > SESSION_METADATA_MAX)
+                return airlock_error_set(err, -EINVAL, "metadata: at most %d entries",
+                                         SESSION_METADATA_MAX);
+        json_object_foreach ((json_t *) md, key, value) {
+                size_t n = strlen(key);
+                bool ok = n >= 1 && n <= SESSION_METADATA_KEY_MAX;
+
+                for (size_t i = 0; ok && i < n; i++)
+                        ok = (key[i] >= 'A' && key[i] <= 'Z') || (key[i] >= 'a' && key[i] <= 'z') ||
+                             (key[i] >= '0' && key[i] <= '9') || key[i] == '_' || key[i] == '.' ||
+                             key[i] == '-';
+                if (!ok)
+                        return airlock_error_set(err, -EINVAL,
+                                                 "metadata: '%.64s' is not a key (1 to %d "
+                                                 "characters of A-Z a-z 0-9 _ . -)",
+                                                 key, SESSION_METADATA_KEY_MAX);
+                if (json_is_null(value) && allow_null)
+                        continue;
+                if (!json_is_string(value))
+                        return airlock_error_set(err, -EINVAL,
+                                                 "metadata: the value of '%s' must be a string%s",
+                                                 key, allow_null ? " (or null to remove it)" : "");
+                if (json_string_length(value) > SESSION_METADATA_VALUE_MAX)
+                        return airlock_error_set(err, -EINVAL,
+                                                 "metadata: the value of '%s' is longer than %d "
+                                                 "bytes",
+                                                 key, SESSION_METADATA_VALUE_MAX);
+        }
+        return 0;
+}
+
+/* Merges patch into *md (a null value removes its key), checking the entry count after. */
+static int metadata_merge(json_t **md, const json_t *patch, struct airlock_error *err)
+{
+        json_t *merged = *md ? json_deep_copy(*md) : json_object(), *value;
+        const char *key;
+
+        if (!merged)
+                return -ENOMEM;
+        json_object_foreach ((json_t *) patch, key, value) {
+                if (json_is_null(value))
+                        (void) json_object_del(merged, key);
+                else if (json_object_set(merged, key, value) < 0) {
+                        json_decref(merged);
+                        return -ENOMEM;
+                }
+        }
+        if (json_object_size(merged) > SESSION_METADATA_MAX) {
+                json_decref(merged);
+                return airlock_error_set(err, -EINVAL,
+                                         "metadata: at most %d entries after the merge",
+                                         SESSION_METADATA_MAX);
+        }
+        json_decref(*md);
+        *md = merged;
+        return 0;
+}
+
+static int patch_check(struct session_manager *mgr, const struct session_patch *p,
+                       struct airlock_error *err)
+{
+        if (p->has_stop_after &&
+            (p->stop_after_ms == 0 || p->stop_after_ms > mgr->cfg.max_stop_after_ms))
+                return airlock_error_set(err, -EINVAL, "stop_after_s: at most %llu seconds",
+                                         (unsigned long long) (mgr->cfg.max_stop_after_ms / 1000));
+        if (p->has_lifetime && p->lifetime_s > SESSION_LIFETIME_MAX_S)
+                return airlock_error_set(err, -EINVAL, "lifetime_s: at most %u seconds (30 days)",
+                                         SESSION_LIFETIME_MAX_S);
+        if (p->has_timeout && (p->timeout_ms == 0 || p->timeout_ms > SESSION_TIMEOUT_MAX_MS))
+                return airlock_error_set(err, -EINVAL, "timeout_s: 0 < timeout_s <= %u",
+                                         SESSION_TIMEOUT_MAX_MS / 1000);
+        if (p->metadata)
+                return session_metadata_check(p->metadata, true, err);
+        return 0;
+}
+
+/* Applies a checked patch to the facts of a session (a live object's, or a stopped row's
+ * decoded info). */
+static int patch_apply(const struct session_patch *p, uint64_t *stop_after_ms, time_t *stops_at,
+                       uint64_t *timeout_ms, json_t **metadata, struct airlock_error *err)
+{
+        if (p->metadata) {
+                int r = metadata_merge(metadata, p->metadata, err);
+                if (r < 0)
+                        return r;
+        }
+        if (p->has_stop_after)
+                *stop_after_ms = p->stop_after_ms;
+        if (p->has_lifetime)
+                *stops_at = p->lifetime_s ? time(NULL) + (time_t) p->lifetime_s : 0;
+        if (p->has_timeout)
+                *timeout_ms = p->timeout_ms;
+        return 0;
+}
+
+/* PATCH on a stopped session: its row's info, changed in place, resuming nothing. The
+ * manager's lock is held, so a resume (which reads the row under it) sees the change. */
+static int update_stopped_locked(struct session_manager *mgr, const char *id,
+                                 const struct session_patch *p, json_t **ret_row,
+                                 struct airlock_error *err)
+{
+        json_t *row = store_get(mgr->store, id), *info;
+        const char *state = json_string_value(json_object_get(row, "state"));
+        _cleanup_free_ char *text = NULL;
+        json_t *md = NULL;
+        uint64_t stop_after, timeout;
+        time_t stops_at;
+        int r;
+
+        if (!state || strcmp(state, "stopped") != 0) {
+                json_decref(row);
+                return -ENOENT;
+        }
+        info = json_object_get(row, "info");
+        stop_after = (uint64_t) json_integer_value(json_object_get(info, "stop_after_ms"));
+        timeout = (uint64_t) json_integer_value(json_object_get(info, "timeout_ms"));
+        stops_at = (time_t) json_integer_value(json_object_get(info, "stops_at"));
+        md = json_is_object(json_object_get(info, "metadata"))
+                     ? json_incref(json_object_get(info, "metadata"))
+                     : NULL;
+        r = patch_apply(p, &stop_after, &stops_at, &timeout, &md, err);
+        if (r >= 0 &&
+            (json_object_set_new(info, "stop_after_ms", json_integer((json_int_t) stop_after)) <
+                     0 ||
+             json_object_set_new(info, "timeout_ms", json_integer((json_int_t) timeout)) < 0 ||
+             json_object_set_new(info, "stops_at", json_integer((json_int_t) stops_at)) < 0 ||
+             json_object_set_new(info, "metadata", md ? json_incref(md) : json_object()) < 0))
+                r = -ENOMEM;
+        json_decref(md);
+        if (r >= 0)
+                text = json_dumps(info, JSON_COMPACT);
+        if (r >= 0 && !text)
+                r = -ENOMEM;
+        if (r >= 0 && store_session_update(mgr->store, id, text) < 0)
+                r = airlock_error_set(err, -EIO, "cannot write the session store");
+        if (r >= 0)
+                *ret_row = json_incref(row);
+        json_decref(row);
+        return r;
+}
+
+int session_update(struct session_manager *mgr, const char *id, const struct session_patch *p,
+                   json_t **ret_desc, struct airlock_error *err)
+{
+        _cleanup_free_ char *info = NULL;
+        struct session *s;
+        int r;
+
+        r = patch_check(mgr, p, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&mgr->lock);
+        s = session_table_find(mgr, id);
+        if (!s) {
+                json_t *row = NULL;
+                r = mgr->store ? update_stopped_locked(mgr, id, p, &row, err) : -ENOENT;
+                pthread_mutex_unlock(&mgr->lock);
+                /* Described without the manager's lock, which lifecycle_describe_row takes. */
+                if (r >= 0 && ret_desc)
+                        *ret_desc = lifecycle_describe_row(mgr, row);
+                json_decref(row);
+                return r;
+        }
+        session_ref(s);
+        pthread_mutex_lock(&s->lock);
+        r = patch_apply(p, &s->stop_after_ms, &s->stops_at, &s->timeout_ms, &s->metadata, err);
+        if (r >= 0 && !s->ephemeral)
+                info = session_info_json(s);
+        pthread_mutex_unlock(&s->lock);
+        /* Under the manager's lock, as a stop writes its row: the later write is the newer. */
+        if (info)
+                (void) store_session_update(mgr->store, s->id, info);
+        pthread_mutex_unlock(&mgr->lock);
+        if (r >= 0 && ret_desc)
+                *ret_desc = session_describe(s);
+        session_unref(s);
+        return r;
 }
 
 json_t *session_describe_id(struct session_manager *mgr, const char *id)
@@ -1270,6 +1512,37 @@ static bool state_matches(const char *state, const char *filter)
         if (strcmp(filter, "live") == 0)
                 return strcmp(state, "idle") == 0 || strcmp(state, "busy") == 0;
         return strcmp(state, filter) == 0;
+}
+
+/* Whether a description's metadata has every key and value of filter. */
+static bool metadata_matches(const json_t *desc, const json_t *filter)
+{
+        const json_t *md = json_object_get(desc, "metadata");
+        const char *key;
+        json_t *want;
+
+        json_object_foreach ((json_t *) filter, key, want) {
+                const char *have = json_string_value(json_object_get(md, key));
+                if (!have || !json_is_string(want) || strcmp(have, json_string_value(want)) != 0)
+                        return false;
+        }
+        return true;
+}
+
+json_t *session_list_filtered(struct session_manager *mgr, const char *state_filter,
+                              const json_t *metadata_filter)
+{
+        json_t *all = session_list(mgr, state_filter), *out, *d;
+        size_t i;
+
+        if (!all || json_object_size(metadata_filter) == 0)
+                return all;
+        out = json_array();
+        json_array_foreach (all, i, d)
+                if (out && metadata_matches(d, metadata_filter))
+                        (void) json_array_append(out, d);
+        json_decref(all);
+        return out;
 }
 
 json_t *session_list(struct session_manager *mgr, const char *state_filter)
@@ -1484,6 +1757,11 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
 
         r2.interrupt_grace_ms = mgr->cfg.interrupt_grace_ms;
         r2.tools = codemode_tools(s, &tools) ? &tools : NULL;
+        if (r2.timeout_ms == 0) {
+                pthread_mutex_lock(&s->lock);
+                r2.timeout_ms = s->timeout_ms; /* the session's default (PATCH timeout_s) */
+                pthread_mutex_unlock(&s->lock);
+        }
         r = sandbox_exec(s->sb, &r2, &result, err);
 
         pthread_mutex_lock(&s->lock);

@@ -92,7 +92,44 @@ struct session_create_options {
          * them needing approval that the caller approves for this session (NULL = none). */
         char *const *code_tools;
         char *const *approved_tools;
+        /* Labels (borrowed; NULL = none), checked by session_metadata_check(); its default
+         * execution timeout (0 = the profile's); and its lifetime: it stops this long after
+         * create whatever its activity (0 = none; at most SESSION_LIFETIME_MAX_S). */
+        const json_t *metadata;
+        uint64_t timeout_ms;
+        uint64_t lifetime_s;
 };
+
+#define SESSION_METADATA_MAX 64
+#define SESSION_METADATA_KEY_MAX 64
+#define SESSION_METADATA_VALUE_MAX 1024
+#define SESSION_LIFETIME_MAX_S (30u * 86400u)
+#define SESSION_TIMEOUT_MAX_MS (3600u * 1000u)
+
+/* Whether md is metadata a session may carry: an object of at most SESSION_METADATA_MAX
+ * entries, keys of 1..SESSION_METADATA_KEY_MAX characters of [A-Za-z0-9_.-], values strings
+ * of at most SESSION_METADATA_VALUE_MAX bytes; with allow_null, a value may be null (a PATCH
+ * removing the key; the count is then checked after the merge). Returns 0 or -EINVAL with
+ * err set ("metadata: ..."). */
+int session_metadata_check(const json_t *md, bool allow_null, struct airlock_error *err);
+
+/* What PATCH /v1/sessions/{id} changes; a has_* false leaves that field alone. */
+struct session_patch {
+        bool has_stop_after;
+        uint64_t stop_after_ms; /* 0 < ms <= the manager's max_stop_after_ms */
+        bool has_lifetime;
+        uint64_t lifetime_s; /* from now; 0 = clear */
+        bool has_timeout;
+        uint64_t timeout_ms;    /* 0 < ms <= SESSION_TIMEOUT_MAX_MS */
+        const json_t *metadata; /* merged in: a null value removes its key; NULL = no change */
+};
+
+/* Changes a live or stopped session without resuming it (a stopped one's store row is
+ * updated). *ret_desc (may be NULL) gets its description after the change. Returns 0, -ENOENT,
+ * -EINVAL (err names the field), -EOPNOTSUPP for a stopped session without a store, or
+ * -errno. */
+int session_update(struct session_manager *mgr, const char *id, const struct session_patch *patch,
+                   json_t **ret_desc, struct airlock_error *err);
 
 /* Code Mode: the internal tools the code of session id may call ({"name", "python_name",
  * "server", "description", "inputSchema", "available"}); when id is NULL or not live, those
@@ -149,6 +186,11 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
  * NULL (all), "idle", "busy", "stopped" or "live" (idle and busy). New reference. */
 json_t *session_list(struct session_manager *mgr, const char *state_filter);
 
+/* session_list() of the sessions whose metadata has every key and value of metadata_filter
+ * (an object of strings; NULL or empty: no filter). */
+json_t *session_list_filtered(struct session_manager *mgr, const char *state_filter,
+                              const json_t *metadata_filter);
+
 /* The description of a live or stopped session (a stopped one is read from the store, not
  * resumed), or NULL when there is none by that id. */
 json_t *session_describe_id(struct session_manager *mgr, const char *id);
@@ -168,6 +210,7 @@ const char *session_id(const struct session *s);
 
 /* {id, profile, state: "idle"|"busy"|"stopped", created_at, last_used_at (RFC 3339),
  *  stop_after_s, idle_timeout_s (its old name), stopped_at, delete_at (null unless stopped),
+ *  metadata, timeout_s (null: the profile's), stops_at (RFC 3339 or null),
  *  execution_count, lost_names (not saved at the last stop or checkpoint),
  *  usage: {cpu_ms, peak_memory_bytes, memory_limit_bytes}}. New reference. */
 json_t *session_describe(struct session *s);

@@ -203,3 +203,190 @@ def test_one_shot_files_streamed(daemon):
     assert end["type"] == "end", events
     files = {f["path"]: f for f in end["result"]["files"]}
     assert base64.b64decode(files["o.txt"]["content"]) == b"streamed"
+
+
+# ------------------------------------------------------------------------------------------
+# Metadata, PATCH, timeout_s and lifetime_s
+# ------------------------------------------------------------------------------------------
+
+
+def patch(d, sid, body, expect=200):
+    r = d.req("PATCH", f"/v1/sessions/{sid}", json=body)
+    assert r.status_code == expect, f"PATCH {body!r}: " + d.why(r)
+    return r.json()
+
+
+def listed_ids(d, query):
+    r = d.get("/v1/sessions" + query)
+    assert r.status_code == 200, d.why(r)
+    return {s["id"] for s in r.json()["sessions"]}
+
+
+def wait_state(d, sid, state, timeout=20):
+    import time
+    end = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < end:
+        seen = d.get(f"/v1/sessions/{sid}").json().get("state")
+        if seen == state:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{sid} is {seen}, not {state}, after {timeout}s")
+
+
+def test_metadata_shown_and_filtered(daemon, sessions):
+    a = sessions.new(metadata={"user": "ann", "team": "red", "k.x-1": "a b&c"})
+    b = sessions.new(metadata={"user": "bob", "team": "red"})
+    c = sessions.new()
+    assert daemon.get(f"/v1/sessions/{a}").json()["metadata"] == {
+        "user": "ann", "team": "red", "k.x-1": "a b&c"}
+    assert daemon.get(f"/v1/sessions/{c}").json()["metadata"] == {}
+    mine = {a, b, c}
+    assert listed_ids(daemon, "?metadata.team=red") & mine == {a, b}
+    assert listed_ids(daemon, "?metadata.team=red&metadata.user=bob") & mine == {b}
+    assert listed_ids(daemon, "?metadata.k.x-1=a%20b%26c") & mine == {a}
+    assert listed_ids(daemon, "?metadata.team=blue") & mine == set()
+    assert listed_ids(daemon, "?metadata.team=red&state=idle") & mine == {a, b}
+    r = daemon.get("/v1/sessions?metadata.bad%20key=1")
+    assert r.status_code == 400 and r.json()["field"] == "metadata", r.text
+
+
+@pytest.mark.parametrize("body", [
+    {"metadata": []}, {"metadata": {"": "x"}}, {"metadata": {"a b": "x"}},
+    {"metadata": {"k" * 65: "x"}}, {"metadata": {"a": 1}}, {"metadata": {"a": None}},
+    {"metadata": {"a": "v" * 1025}}, {"metadata": {f"k{i}": "v" for i in range(65)}},
+])
+def test_metadata_refused_at_create(daemon, body):
+    r = daemon.post("/v1/sessions", json=body)
+    assert r.status_code == 400 and r.json()["field"] == "metadata", r.text
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"lifetime_s": 0}, "lifetime_s"), ({"lifetime_s": 30 * 86400 + 1}, "lifetime_s"),
+    ({"lifetime_s": "60"}, "lifetime_s"), ({"timeout_s": 0}, "timeout_s"),
+    ({"timeout_s": 3601}, "timeout_s"),
+])
+def test_lifetime_and_timeout_refused_at_create(daemon, body, field):
+    r = daemon.post("/v1/sessions", json=body)
+    assert r.status_code == 400 and r.json()["field"] == field, r.text
+
+
+def test_patch_live_session(daemon, sessions):
+    sid = sessions.new(metadata={"a": "1", "b": "2"})
+    s = patch(daemon, sid, {"metadata": {"b": None, "c": "3"}, "stop_after_s": 120,
+                            "timeout_s": 1, "lifetime_s": 600})
+    assert s["metadata"] == {"a": "1", "c": "3"}, s
+    assert s["stop_after_s"] == 120 and s["timeout_s"] == 1 and s["stops_at"], s
+    assert s["state"] == "idle"
+    # timeout_s is the default of calls that give none; a call's own still wins.
+    out = daemon.execute(sid, "import time; time.sleep(5)")
+    assert out["status"] == "timeout", out
+    assert daemon.execute(sid, "import time; time.sleep(1.5); 7", timeout_s=10)["result"] == "7"
+    s = patch(daemon, sid, {"lifetime_s": None})
+    assert s["stops_at"] is None, s
+    assert daemon.get(f"/v1/sessions/{sid}").json()["metadata"] == {"a": "1", "c": "3"}
+
+
+@pytest.mark.parametrize("body,field", [
+    ({}, "body"), ({"nope": 1}, "nope"), ({"stop_after_s": 0}, "stop_after_s"),
+    ({"stop_after_s": 86401}, "stop_after_s"), ({"timeout_s": -1}, "timeout_s"),
+    ({"timeout_s": None}, "timeout_s"), ({"lifetime_s": 31 * 86400}, "lifetime_s"),
+    ({"metadata": {"x": 5}}, "metadata"), ({"metadata": "x"}, "metadata"),
+    ({"metadata": {f"k{i}": "v" for i in range(65)}}, "metadata"),
+])
+def test_patch_refused(daemon, sessions, body, field):
+    sid = sessions.new(metadata={"keep": "me"})
+    r = daemon.req("PATCH", f"/v1/sessions/{sid}", json=body)
+    assert r.status_code == 400 and r.json()["field"] == field, r.text
+    assert daemon.get(f"/v1/sessions/{sid}").json()["metadata"] == {"keep": "me"}
+
+
+def test_patch_merge_past_the_entry_limit_refused(daemon, sessions):
+    sid = sessions.new(metadata={f"k{i}": "v" for i in range(64)})
+    r = daemon.req("PATCH", f"/v1/sessions/{sid}", json={"metadata": {"one": "more"}})
+    assert r.status_code == 400 and r.json()["field"] == "metadata", r.text
+    s = patch(daemon, sid, {"metadata": {"k0": None, "one": "more"}})
+    assert len(s["metadata"]) == 64 and "one" in s["metadata"]
+
+
+def test_patch_unknown_session_and_allow_header(daemon):
+    r = daemon.req("PATCH", "/v1/sessions/s-" + "0" * 23 + "1", json={"timeout_s": 5})
+    assert r.status_code == 404, r.text
+    status, headers, _ = daemon.raw("PUT", "/v1/sessions/s-" + "0" * 23 + "1")
+    assert status == 405 and "PATCH" in headers.get("allow", ""), headers
+
+
+def test_patch_stopped_session_does_not_resume_it(daemon, sessions):
+    sid = sessions.new(metadata={"a": "1"})
+    daemon.execute(sid, "x = 41")
+    r = daemon.post(f"/v1/sessions/{sid}/stop", timeout=120)
+    assert r.status_code == 200, daemon.why(r)
+    s = patch(daemon, sid, {"metadata": {"b": "2"}, "timeout_s": 2, "stop_after_s": 90})
+    assert s["state"] == "stopped", s
+    assert s["metadata"] == {"a": "1", "b": "2"} and s["timeout_s"] == 2, s
+    assert s["stop_after_s"] == 90
+    assert daemon.get(f"/v1/sessions/{sid}").json()["state"] == "stopped"
+    assert sid in listed_ids(daemon, "?metadata.b=2&state=stopped")
+    # Resumed by its next call, with what the PATCH set.
+    assert daemon.execute(sid, "x + 1")["result"] == "42"
+    s = daemon.get(f"/v1/sessions/{sid}").json()
+    assert s["metadata"] == {"a": "1", "b": "2"} and s["timeout_s"] == 2, s
+    assert s["stop_after_s"] == 90, s
+
+
+def test_fork_inherits_metadata(daemon, sessions):
+    sid = sessions.new(metadata={"run": "r1"}, timeout_s=30)
+    r = daemon.post(f"/v1/sessions/{sid}/fork", json={"n": 2}, timeout=120)
+    assert r.status_code == 201, daemon.why(r)
+    kids = [k["id"] for k in r.json()["sessions"]]
+    sessions.ids.extend(kids)
+    for k in kids:
+        s = daemon.get(f"/v1/sessions/{k}").json()
+        assert s["metadata"] == {"run": "r1"} and s["timeout_s"] == 30, s
+    assert listed_ids(daemon, "?metadata.run=r1") >= {sid, *kids}
+
+
+def test_lifetime_stops_a_busy_then_idle_session(daemon, sessions):
+    sid = sessions.new(lifetime_s=2)
+    s = daemon.get(f"/v1/sessions/{sid}").json()
+    assert s["stops_at"] is not None, s
+    # Busy past its lifetime: the cell finishes, then the session stops (state saved).
+    out = daemon.execute(sid, "import time\ny = 5\ntime.sleep(3.5)\n'done'")
+    assert out["result"] == "'done'" and out["state"] == "preserved", out
+    wait_state(daemon, sid, "stopped", timeout=15)
+    assert daemon.execute(sid, "y * 2")["result"] == "10"
+    # The lifetime was spent: the resumed session has none and stays.
+    assert daemon.get(f"/v1/sessions/{sid}").json()["stops_at"] is None
+
+
+def test_patch_persists_across_a_daemon_restart(tmp_path):
+    import tempfile
+
+    from airlock_daemon import restart_daemon, start_daemon_or_fail
+    work = tempfile.mkdtemp(prefix="airlock-e2e-gaps-")
+    first = start_daemon_or_fail(pytest, workdir=work, args=["--pool-size", "0"])
+    second = None
+    try:
+        live = first.create_session(metadata={"who": "live"})
+        stopped = first.create_session(metadata={"who": "stopped"})
+        assert first.post(f"/v1/sessions/{stopped}/stop", timeout=120).status_code == 200
+        patch(first, stopped, {"metadata": {"p": "1"}, "timeout_s": 3})
+        patch(first, live, {"metadata": {"p": "2"}, "lifetime_s": 3600, "stop_after_s": 100})
+        rc, problems = first.stop(timeout=120)
+        assert rc == 0 and not problems, problems
+        second = restart_daemon(pytest, first)
+        s = second.get(f"/v1/sessions/{stopped}").json()
+        assert s["state"] == "stopped" and s["metadata"] == {"who": "stopped", "p": "1"}, s
+        assert s["timeout_s"] == 3, s
+        s = second.get(f"/v1/sessions/{live}").json()
+        assert s["state"] == "stopped", s  # saved at shutdown
+        assert s["metadata"] == {"who": "live", "p": "2"} and s["stop_after_s"] == 100, s
+        assert s["stops_at"] is not None, s
+        assert listed_ids(second, "?metadata.p=2") == {live}
+    finally:
+        if second is not None:
+            second.stop(timeout=120)
+        elif not first.stopped:
+            first.stop(timeout=120)
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)

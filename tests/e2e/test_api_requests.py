@@ -467,7 +467,7 @@ def test_unknown_session_on_every_session_route(daemon):
 WRONG_METHOD = [
     ("POST", "/healthz"), ("DELETE", "/healthz"), ("PUT", "/v1/profiles"),
     ("GET", "/execute"), ("DELETE", "/execute"), ("PUT", "/v1/sessions"),
-    ("DELETE", "/v1/sessions"), ("PATCH", "/v1/sessions/{sid}"), ("POST", "/v1/sessions/{sid}"),
+    ("DELETE", "/v1/sessions"), ("PATCH", "/v1/sessions"), ("POST", "/v1/sessions/{sid}"),
     ("PUT", "/v1/sessions/{sid}"), ("GET", "/v1/sessions/{sid}/execute"),
     ("PUT", "/v1/sessions/{sid}/execute"), ("GET", "/v1/sessions/{sid}/interrupt"),
     ("POST", "/v1/sessions/{sid}/files/a"), ("PATCH", "/v1/sessions/{sid}/files/a"),
@@ -482,6 +482,8 @@ def test_wrong_method_is_405_with_allow(daemon, sid, method, path):
     if status == 405:
         assert headers.get("allow"), headers
         assert method not in [m.strip() for m in headers["allow"].split(",")]
+        if path == "/v1/sessions/{sid}":
+            assert "PATCH" in headers["allow"], headers
     assert daemon.get(f"/v1/sessions/{sid}").status_code == 200
 
 

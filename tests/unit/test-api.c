@@ -852,3 +852,72 @@ Test(api, exec_files_decode)
                 json_decref(o);
         }
 }
+
+Test(api, session_patch_body)
+{
+        static const struct {
+                const char *body;
+                int want;
+                const char *field;
+        } cases[] = {
+                { "{\"timeout_s\": 5}", 0, NULL },
+                { "{\"lifetime_s\": null}", 0, NULL },
+                { "{\"lifetime_s\": 60, \"metadata\": {\"a\": null, \"b\": \"x\"}}", 0, NULL },
+                { "{\"stop_after_s\": 10}", 0, NULL },
+                { "{}", -EINVAL, "body" },
+                { "", -EINVAL, "body" },
+                { "{\"profile\": \"x\"}", -EINVAL, "profile" },
+                { "{\"lifetime_s\": 0}", -EINVAL, "lifetime_s" },
+                { "{\"lifetime_s\": 2592001}", -EINVAL, "lifetime_s" },
+                { "{\"timeout_s\": null}", -EINVAL, "timeout_s" },
+                { "{\"timeout_s\": 3601}", -EINVAL, "timeout_s" },
+                { "{\"metadata\": {\"a b\": \"x\"}}", -EINVAL, "metadata" },
+                { "{\"metadata\": {\"a\": 1}}", -EINVAL, "metadata" },
+                { "{\"lifetime_s\": null, \"lifetime_s\": null}", -EINVAL, "body" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct body_error err = { { 0 } };
+                struct session_patch_body b;
+                json_t *root = NULL;
+                int r = session_patch_body_parse(cases[i].body, strlen(cases[i].body), &root, &b,
+                                                 &err);
+                cr_expect_eq(r, cases[i].want, "%s: %d (%s)", cases[i].body, r, err.msg);
+                if (r == 0)
+                        json_decref(root);
+                else if (cases[i].field)
+                        cr_expect_str_eq(err.field, cases[i].field, "%s", cases[i].body);
+        }
+}
+
+Test(api, session_patch_body_values)
+{
+        struct body_error err = { { 0 } };
+        struct session_patch_body b;
+        json_t *root = NULL;
+        const char *text =
+                "{\"lifetime_s\": null, \"timeout_s\": 2.5, \"metadata\": {\"k\": null}}";
+
+        cr_assert_eq(session_patch_body_parse(text, strlen(text), &root, &b, &err), 0, "%s",
+                     err.msg);
+        cr_expect(b.has_lifetime && b.lifetime_s == 0);
+        cr_expect(b.has_timeout && b.timeout_ms == 2500);
+        cr_expect(!b.has_stop_after);
+        cr_expect(json_is_null(json_object_get(b.metadata, "k")));
+        json_decref(root);
+}
+
+Test(api, metadata_filter)
+{
+        struct body_error err = { { 0 } };
+        json_t *f = NULL;
+
+        cr_assert_eq(body_metadata_filter_add(&f, "team", "red", &err), 0);
+        cr_assert_eq(body_metadata_filter_add(&f, "a.b-c_1", "x y", &err), 0);
+        cr_expect_str_eq(json_string_value(json_object_get(f, "a.b-c_1")), "x y");
+        cr_expect_eq(body_metadata_filter_add(&f, "team", "blue", &err), -EINVAL);
+        cr_expect_str_eq(err.field, "metadata");
+        cr_expect_eq(body_metadata_filter_add(&f, "bad key", "x", &err), -EINVAL);
+        cr_expect_eq(body_metadata_filter_add(&f, "", "x", &err), -EINVAL);
+        cr_expect_eq(body_metadata_filter_add(&f, "k", "\xff", &err), -EINVAL);
+        json_decref(f);
+}
