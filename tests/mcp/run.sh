@@ -7,7 +7,7 @@
 # a fake model on loopback and stops it by its pid); the Files and Containers APIs against the
 # same client (containers.test.mjs, a daemon of its own too); and the Responses API against
 # the openai client and the OpenAI Agents SDK (responses.test.mjs, a daemon of its own with a
-# fake model). Installs the pinned packages (npm ci, from the npm cache when it can), starts a
+# fake model); and the official E2B SDK against /e2b (e2b.test.mjs, a daemon of its own). Installs the pinned packages (npm ci, from the npm cache when it can), starts a
 # daemon on a free loopback port with a temporary state directory and the token it creates
 # there, runs the node:test suites, then stops the daemon (by its pid) and removes what it made.
 #
@@ -87,4 +87,4 @@ export AIRLOCK_TOKEN
 export AIRLOCK_PROXY_PORT=$proxy_port
 
 node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs \
-        internal-tools.test.mjs containers.test.mjs responses.test.mjs
+        internal-tools.test.mjs containers.test.mjs responses.test.mjs e2b.test.mjs
