@@ -74,16 +74,17 @@ describe('the E2B SDK against airlock', () => {
     await assert.rejects(sbx.runCode('1', { language: 'r' }), /400/);
   });
 
-  test('files: write, read, list, exists, getInfo, makeDir, rename, remove; code sees /home/user', async () => {
+  test('files: write, read, list, exists, getInfo, makeDir, rename, remove; code sees them in /work', async () => {
     const sbx = await create();
     const info = await sbx.files.write('/home/user/data/in.csv', 'a,b\n1,2\n');
     assert.equal(info.path, '/home/user/data/in.csv');
     assert.equal(await sbx.files.read('/home/user/data/in.csv'), 'a,b\n1,2\n');
     assert.equal(await sbx.files.read('data/in.csv'), 'a,b\n1,2\n', 'relative to the home');
 
-    const seen = await sbx.runCode('open("/home/user/data/in.csv").read().splitlines()[1]');
-    assert.equal(seen.text, "'1,2'", 'code reads what files.write wrote, at the same path');
-    await sbx.runCode('open("/home/user/out.txt", "w").write("made by code")');
+    // Code runs in /work, which is /home/user of the files API.
+    const seen = await sbx.runCode('open("data/in.csv").read().splitlines()[1]');
+    assert.equal(seen.text, "'1,2'", 'code reads what files.write wrote');
+    await sbx.runCode('open("/work/out.txt", "w").write("made by code")');
     assert.equal(await sbx.files.read('/home/user/out.txt'), 'made by code');
 
     const bytes = await sbx.files.read('/home/user/out.txt', { format: 'bytes' });
