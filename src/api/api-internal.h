@@ -28,6 +28,7 @@ struct api_server {
         struct responses *responses; /* /v1/responses (borrowed); NULL = off */
         struct tools_backend *tools_backend; /* the MCP sessions' sandboxes, on mgr */
         struct hub *hub;                     /* internal tools (borrowed); NULL = none */
+        struct e2b *e2b;                     /* /e2b (borrowed); NULL = those routes are off */
         struct mcp_http *mcp;                /* /mcp: the MCP sessions */
         enum jail_isolation mode;
         char *token;
@@ -122,43 +123,60 @@ int api_reply_session_gone(struct api_request *req, const char *id);
 const char *api_header(struct api_request *req, const char *name);
 
 /* Handlers, one file per route group. */
-int api_handle_healthz(struct api_request *req);           /* routes-health.c */
-int api_handle_profiles(struct api_request *req);          /* routes-health.c */
-int api_handle_execute_once(struct api_request *req);      /* routes-execute.c */
-int api_handle_session_execute(struct api_request *req);   /* routes-execute.c */
-int api_handle_session_create(struct api_request *req);    /* routes-sessions.c */
-int api_handle_session_list(struct api_request *req);      /* routes-sessions.c */
-int api_handle_session_get(struct api_request *req);       /* routes-sessions.c */
-int api_handle_session_patch(struct api_request *req);     /* routes-sessions.c */
-int api_handle_session_delete(struct api_request *req);    /* routes-sessions.c */
-int api_handle_session_interrupt(struct api_request *req); /* routes-sessions.c */
-int api_handle_session_stop(struct api_request *req);      /* routes-sessions.c */
-int api_handle_session_resume(struct api_request *req);    /* routes-sessions.c */
-int api_handle_session_fork(struct api_request *req);      /* routes-sessions.c */
-int api_handle_file_get(struct api_request *req);          /* routes-files.c */
-int api_handle_file_put(struct api_request *req);          /* routes-files.c */
-int api_handle_file_delete(struct api_request *req);       /* routes-files.c */
-int api_handle_chat_completions(struct api_request *req);  /* routes-chat.c */
-int api_handle_tools(struct api_request *req);             /* routes-tools.c */
-int api_handle_mcp(struct api_request *req);               /* routes-mcp.c */
-int api_handle_resp_create(struct api_request *req);       /* routes-responses.c */
-int api_handle_resp_get(struct api_request *req);          /* routes-responses.c */
-int api_handle_resp_delete(struct api_request *req);       /* routes-responses.c */
-int api_handle_resp_items(struct api_request *req);        /* routes-responses.c */
-int api_handle_container_create(struct api_request *req);  /* routes-containers.c */
-int api_handle_container_list(struct api_request *req);    /* routes-containers.c */
-int api_handle_container_get(struct api_request *req);     /* routes-containers.c */
-int api_handle_container_delete(struct api_request *req);  /* routes-containers.c */
-int api_handle_cfile_create(struct api_request *req);      /* routes-containers.c */
-int api_handle_cfile_list(struct api_request *req);        /* routes-containers.c */
-int api_handle_cfile_get(struct api_request *req);         /* routes-containers.c */
-int api_handle_cfile_content(struct api_request *req);     /* routes-containers.c */
-int api_handle_cfile_delete(struct api_request *req);      /* routes-containers.c */
-int api_handle_ofile_create(struct api_request *req);      /* routes-openai-files.c */
-int api_handle_ofile_list(struct api_request *req);        /* routes-openai-files.c */
-int api_handle_ofile_get(struct api_request *req);         /* routes-openai-files.c */
-int api_handle_ofile_content(struct api_request *req);     /* routes-openai-files.c */
-int api_handle_ofile_delete(struct api_request *req);      /* routes-openai-files.c */
+int api_handle_healthz(struct api_request *req);            /* routes-health.c */
+int api_handle_profiles(struct api_request *req);           /* routes-health.c */
+int api_handle_execute_once(struct api_request *req);       /* routes-execute.c */
+int api_handle_session_execute(struct api_request *req);    /* routes-execute.c */
+int api_handle_session_create(struct api_request *req);     /* routes-sessions.c */
+int api_handle_session_list(struct api_request *req);       /* routes-sessions.c */
+int api_handle_session_get(struct api_request *req);        /* routes-sessions.c */
+int api_handle_session_patch(struct api_request *req);      /* routes-sessions.c */
+int api_handle_session_delete(struct api_request *req);     /* routes-sessions.c */
+int api_handle_session_interrupt(struct api_request *req);  /* routes-sessions.c */
+int api_handle_session_stop(struct api_request *req);       /* routes-sessions.c */
+int api_handle_session_resume(struct api_request *req);     /* routes-sessions.c */
+int api_handle_session_fork(struct api_request *req);       /* routes-sessions.c */
+int api_handle_file_get(struct api_request *req);           /* routes-files.c */
+int api_handle_file_put(struct api_request *req);           /* routes-files.c */
+int api_handle_file_delete(struct api_request *req);        /* routes-files.c */
+int api_handle_chat_completions(struct api_request *req);   /* routes-chat.c */
+int api_handle_tools(struct api_request *req);              /* routes-tools.c */
+int api_handle_mcp(struct api_request *req);                /* routes-mcp.c */
+int api_handle_resp_create(struct api_request *req);        /* routes-responses.c */
+int api_handle_resp_get(struct api_request *req);           /* routes-responses.c */
+int api_handle_resp_delete(struct api_request *req);        /* routes-responses.c */
+int api_handle_resp_items(struct api_request *req);         /* routes-responses.c */
+int api_handle_container_create(struct api_request *req);   /* routes-containers.c */
+int api_handle_container_list(struct api_request *req);     /* routes-containers.c */
+int api_handle_container_get(struct api_request *req);      /* routes-containers.c */
+int api_handle_container_delete(struct api_request *req);   /* routes-containers.c */
+int api_handle_cfile_create(struct api_request *req);       /* routes-containers.c */
+int api_handle_cfile_list(struct api_request *req);         /* routes-containers.c */
+int api_handle_cfile_get(struct api_request *req);          /* routes-containers.c */
+int api_handle_cfile_content(struct api_request *req);      /* routes-containers.c */
+int api_handle_cfile_delete(struct api_request *req);       /* routes-containers.c */
+int api_handle_ofile_create(struct api_request *req);       /* routes-openai-files.c */
+int api_handle_ofile_list(struct api_request *req);         /* routes-openai-files.c */
+int api_handle_ofile_get(struct api_request *req);          /* routes-openai-files.c */
+int api_handle_ofile_content(struct api_request *req);      /* routes-openai-files.c */
+int api_handle_ofile_delete(struct api_request *req);       /* routes-openai-files.c */
+int api_handle_e2b_create(struct api_request *req);         /* routes-e2b.c */
+int api_handle_e2b_get(struct api_request *req);            /* routes-e2b.c */
+int api_handle_e2b_list(struct api_request *req);           /* routes-e2b.c */
+int api_handle_e2b_kill(struct api_request *req);           /* routes-e2b.c */
+int api_handle_e2b_pause(struct api_request *req);          /* routes-e2b.c */
+int api_handle_e2b_connect(struct api_request *req);        /* routes-e2b.c */
+int api_handle_e2b_api_other(struct api_request *req);      /* routes-e2b.c */
+int api_handle_e2b_health(struct api_request *req);         /* routes-e2b.c */
+int api_handle_e2b_file_get(struct api_request *req);       /* routes-e2b.c */
+int api_handle_e2b_file_post(struct api_request *req);      /* routes-e2b.c */
+int api_handle_e2b_execute(struct api_request *req);        /* routes-e2b.c */
+int api_handle_e2b_context_create(struct api_request *req); /* routes-e2b.c */
+int api_handle_e2b_context_list(struct api_request *req);   /* routes-e2b.c */
+int api_handle_e2b_context_delete(struct api_request *req); /* routes-e2b.c */
+int api_handle_e2b_filesystem(struct api_request *req);     /* routes-e2b.c */
+int api_handle_e2b_process(struct api_request *req);        /* routes-e2b.c */
+int api_handle_e2b_sandbox_other(struct api_request *req);  /* routes-e2b.c */
 
 /* The query of an OpenAI list route (limit, after, order, and name or purpose where the route
  * has them), decoded and checked. q's strings point into the struct. */

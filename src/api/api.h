@@ -11,6 +11,7 @@
 
 struct api_server;
 struct chat_gateway_config;
+struct e2b;
 struct hub;
 struct openai;
 struct responses;
@@ -34,6 +35,9 @@ struct api_config {
         /* Internal tools (--mcp-config), offered at /mcp and GET /v1/tools; borrowed, must
          * outlive the server; NULL = none. */
         struct hub *hub;
+        /* The E2B SDK's surface under /e2b/api and /e2b/sandbox (docs/E2B.md); borrowed, must
+         * outlive the server; NULL = those routes are off (404). */
+        struct e2b *e2b;
         /* Connections (0 = the defaults below). */
         unsigned max_connections;            /* open at once (default 4096) */
         unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)

@@ -102,6 +102,45 @@ static const struct api_route routes[] = {
           API_JSON_BODY_MAX, API_ROUTE_OPENAI },
         { "GET", "/v1/containers/{id}/files/{sub}/content", api_handle_cfile_content, true,
           API_JSON_BODY_MAX, API_ROUTE_OPENAI },
+        /* The E2B SDK's control plane and sandbox daemons (docs/E2B.md): their own auth (X-API-KEY,
+         * the sandbox's access token) and error shapes; what is not offered says so. */
+        { "POST", "/e2b/api/sandboxes", api_handle_e2b_create, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/api/v2/sandboxes", api_handle_e2b_create, false, API_JSON_BODY_MAX },
+        { "GET", "/e2b/api/sandboxes", api_handle_e2b_list, false, API_JSON_BODY_MAX },
+        { "GET", "/e2b/api/v2/sandboxes", api_handle_e2b_list, false, API_JSON_BODY_MAX },
+        { "GET", "/e2b/api/sandboxes/{id}", api_handle_e2b_get, false, API_JSON_BODY_MAX },
+        { "DELETE", "/e2b/api/sandboxes/{id}", api_handle_e2b_kill, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/api/sandboxes/{id}/pause", api_handle_e2b_pause, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/api/sandboxes/{id}/resume", api_handle_e2b_connect, false,
+          API_JSON_BODY_MAX },
+        { "POST", "/e2b/api/sandboxes/{id}/connect", api_handle_e2b_connect, false,
+          API_JSON_BODY_MAX },
+        { "POST", "/e2b/api/v2/sandboxes/{id}/connect", api_handle_e2b_connect, false,
+          API_JSON_BODY_MAX },
+        { "GET", "/e2b/sandbox/health", api_handle_e2b_health, false, API_JSON_BODY_MAX },
+        { "GET", "/e2b/sandbox/files", api_handle_e2b_file_get, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/sandbox/files", api_handle_e2b_file_post, false, API_FILE_BODY_MAX },
+        { "POST", "/e2b/sandbox/execute", api_handle_e2b_execute, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/sandbox/contexts", api_handle_e2b_context_create, false,
+          API_JSON_BODY_MAX },
+        { "GET", "/e2b/sandbox/contexts", api_handle_e2b_context_list, false, API_JSON_BODY_MAX },
+        { "DELETE", "/e2b/sandbox/contexts/{id}", api_handle_e2b_context_delete, false,
+          API_JSON_BODY_MAX },
+        { "POST", "/e2b/sandbox/filesystem.Filesystem/{id}", api_handle_e2b_filesystem, false,
+          API_JSON_BODY_MAX },
+        { "POST", "/e2b/sandbox/process.Process/{id}", api_handle_e2b_process, false,
+          API_JSON_BODY_MAX },
+        { "GET", "/e2b/api/{path*}", api_handle_e2b_api_other, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/api/{path*}", api_handle_e2b_api_other, false, API_JSON_BODY_MAX },
+        { "PUT", "/e2b/api/{path*}", api_handle_e2b_api_other, false, API_JSON_BODY_MAX },
+        { "PATCH", "/e2b/api/{path*}", api_handle_e2b_api_other, false, API_JSON_BODY_MAX },
+        { "DELETE", "/e2b/api/{path*}", api_handle_e2b_api_other, false, API_JSON_BODY_MAX },
+        { "GET", "/e2b/sandbox/{path*}", api_handle_e2b_sandbox_other, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/sandbox/{path*}", api_handle_e2b_sandbox_other, false, API_JSON_BODY_MAX },
+        { "PUT", "/e2b/sandbox/{path*}", api_handle_e2b_sandbox_other, false, API_JSON_BODY_MAX },
+        { "PATCH", "/e2b/sandbox/{path*}", api_handle_e2b_sandbox_other, false, API_JSON_BODY_MAX },
+        { "DELETE", "/e2b/sandbox/{path*}", api_handle_e2b_sandbox_other, false,
+          API_JSON_BODY_MAX },
 };
 
 /* Bytes a multipart body may carry beyond its file: boundaries, part headers, small fields. */
@@ -704,6 +743,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->openai = cfg->openai;
         srv->responses = cfg->responses;
         srv->hub = cfg->hub;
+        srv->e2b = cfg->e2b;
         srv->mode = cfg->mode;
         atomic_init(&srv->next_req, 1);
         atomic_init(&srv->in_flight, 0);

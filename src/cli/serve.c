@@ -13,6 +13,7 @@
 #include "chat/chat.h"
 #include "chat/gateway.h"
 #include "chat/suspend.h"
+#include "e2b/e2b.h"
 #include "hub/hub.h"
 #include "openai/openai.h"
 #include "profile/profile.h"
@@ -492,6 +493,7 @@ int cmd_serve(int argc, char **argv)
         struct jail_features features;
         struct session_manager *mgr = NULL;
         struct openai *openai = NULL;
+        struct e2b *e2b = NULL;
         struct api_server *srv = NULL;
         struct responses *responses = NULL;
         struct hub *hub = NULL;
@@ -635,6 +637,13 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
 
+        /* /e2b: the E2B SDK's surface; its sandboxes' access tokens in the state directory. */
+        r = e2b_new(state_dir, &e2b, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: cannot open the E2B store: %s\n", err.msg);
+                goto out;
+        }
+
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(
                 &(struct api_config){ .listen = a.listen,
@@ -645,6 +654,7 @@ int cmd_serve(int argc, char **argv)
                                       .openai = openai,
                                       .responses = responses,
                                       .hub = hub,
+                                      .e2b = e2b,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
                                       .max_connections_per_client = a.max_connections_per_client,
@@ -688,6 +698,7 @@ int cmd_serve(int argc, char **argv)
 out:
         api_server_free(srv);
         responses_free(responses);
+        e2b_free(e2b);
         openai_free(openai);
         session_manager_free(mgr);
         hub_free(hub);

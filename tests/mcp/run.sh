@@ -9,7 +9,8 @@
 # the openai client and the OpenAI Agents SDK (responses.test.mjs, a daemon of its own with a
 # fake model); and airlock's own JavaScript client, clients/js (client-js.test.mjs, daemons of
 # its own on TCP and on a unix socket; it also type-checks the client's declarations and
-# examples/agent-loop.ts with the pinned TypeScript and runs the compiled example). Installs
+# examples/agent-loop.ts with the pinned TypeScript and runs the compiled example); and the
+# official E2B SDK against /e2b (e2b.test.mjs, a daemon of its own). Installs
 # the pinned packages (npm ci, from the npm cache when it can), starts a daemon on a free
 # loopback port with a temporary state directory and the token it creates
 # there, runs the node:test suites, then stops the daemon (by its pid) and removes what it made.
@@ -90,4 +91,4 @@ export AIRLOCK_TOKEN
 export AIRLOCK_PROXY_PORT=$proxy_port
 
 node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs \
-        internal-tools.test.mjs containers.test.mjs responses.test.mjs client-js.test.mjs
+        internal-tools.test.mjs containers.test.mjs responses.test.mjs client-js.test.mjs e2b.test.mjs

@@ -1,0 +1,1370 @@
+/* The E2B SDK's surface (docs/E2B.md): its control plane under /e2b/api and its in-sandbox
+ * daemons (envd's /files and Connect-RPC services, the code interpreter's /execute and
+ * /contexts) under /e2b/sandbox, mapped onto sessions with e2b/e2b.h. Errors are E2B's shapes:
+ * {"code": <status>, "message"} for the HTTP routes, Connect's {"code": "<name>", "message"} for
+ * the RPC ones, so the SDK raises its own typed errors. The control plane takes the airlock
+ * token in X-API-KEY; every sandbox route takes the sandbox's access token (X-Access-Token, or
+ * E2B-Traffic-Access-Token, which the code interpreter's context calls send instead). Replies
+ * are made whole, then sent: an execution's events arrive when it ends. */
+#include "api-internal.h"
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/utf8.h"
+#include "e2b/e2b.h"
+#include "session/session.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define E2B_CMD_MAX (256u * 1024u) /* a command line built for commands.run */
+#define E2B_CLIENT_ID "airlock"
+
+/* {"code": status, "message": msg}: E2B's API and envd answer errors so. */
+static int e2b_reply(struct api_request *req, unsigned status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static int e2b_reply(struct api_request *req, unsigned status, const char *fmt, ...)
+{
+        _cleanup_free_ char *clean = NULL;
+        char msg[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        clean = utf8_sanitize(msg, strlen(msg));
+        if (!clean)
+                return -ENOMEM;
+        return api_reply_json(req, status,
+                              json_pack("{s:i, s:s}", "code", (int) status, "message", clean));
+}
+
+/* The X-API-KEY of a control-plane call. Returns 1 when it is the airlock token, 0 when a 401
+ * was queued. */
+static int check_api_key(struct api_request *req)
+{
+        const char *key = api_header(req, "X-API-KEY");
+        int r;
+
+        if (!req->srv->e2b) {
+                r = e2b_reply(req, MHD_HTTP_NOT_FOUND, "the E2B surface is off");
+                return r < 0 ? r : 0;
+        }
+        if (key && api_token_equal(req->srv->token, key, strlen(key)))
+                return 1;
+        r = e2b_reply(req, MHD_HTTP_UNAUTHORIZED,
+                      "missing or invalid X-API-KEY: set E2B_API_KEY to an airlock token");
+        return r < 0 ? r : 0;
+}
+
+/* A control-plane call on the route's {id}: its X-API-KEY checked, the session named. Returns
+ * 1, or 0 when a 401 or 404 was queued. */
+static int route_session(struct api_request *req, char session[32])
+{
+        int r;
+
+        r = check_api_key(req);
+        if (r <= 0)
+                return r;
+        if (e2b_session_id(req->params.id, session) >= 0)
+                return 1;
+        r = e2b_reply(req, MHD_HTTP_NOT_FOUND, "sandbox '%.64s' not found", req->params.id);
+        return r < 0 ? r : 0;
+}
+
+static int reply_no_sandbox(struct api_request *req)
+{
+        return e2b_reply(req, MHD_HTTP_NOT_FOUND, "sandbox '%.64s' not found", req->params.id);
+}
+
+static void rfc3339(time_t t, char out[32])
+{
+        struct tm tm;
+
+        (void) gmtime_r(&t, &tm);
+        (void) strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* E2B's sandbox object (ListedSandbox / SandboxDetail) from a session's description. */
+static json_t *sandbox_json(struct api_request *req, const json_t *desc)
+{
+        const char *sid = json_string_value(json_object_get(desc, "id"));
+        const char *state = json_string_value(json_object_get(desc, "state"));
+        const char *created = json_string_value(json_object_get(desc, "created_at"));
+        const json_t *limit = json_object_get(json_object_get(desc, "usage"), "memory_limit_bytes");
+        char id[E2B_SANDBOX_ID_LEN + 1], tmpl[64], end[32];
+
+        if (!sid || e2b_sandbox_id(sid, id) < 0)
+                return NULL;
+        e2b_template_of(req->srv->e2b, sid, tmpl);
+        /* E2B's endAt: when the sandbox would end unless used again (airlock stops it when idle
+         * for stop_after_s). */
+        rfc3339(time(NULL) + json_integer_value(json_object_get(desc, "stop_after_s")), end);
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:{}, s:s}", "sandboxID",
+                         id, "templateID", tmpl, "alias", tmpl, "clientID", E2B_CLIENT_ID,
+                         "startedAt", created ? created : end, "endAt", end, "state",
+                         state && strcmp(state, "stopped") == 0 ? "paused" : "running", "cpuCount",
+                         1, "memoryMB", (json_int_t) (json_integer_value(limit) >> 20), "metadata",
+                         "envdVersion", E2B_ENVD_VERSION);
+}
+
+/* The answer of create and connect: the sandbox and its access token. */
+static int reply_sandbox_created(struct api_request *req, unsigned status, const char *session,
+                                 const char *template_id)
+{
+        char id[E2B_SANDBOX_ID_LEN + 1], token[E2B_TOKEN_LEN + 1], tmpl[64];
+        json_t *body;
+        int r;
+
+        r = e2b_sandbox_id(session, id);
+        if (r >= 0)
+                r = e2b_token_issue(req->srv->e2b, session, template_id, token, tmpl);
+        if (r < 0)
+                return e2b_reply(req, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                 "cannot issue the sandbox's access token: %s", strerror(-r));
+        body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "sandboxID", id, "templateID",
+                         tmpl, "alias", tmpl, "clientID", E2B_CLIENT_ID, "envdVersion",
+                         E2B_ENVD_VERSION, "envdAccessToken", token, "trafficAccessToken", token,
+                         "domain");
+        explicit_bzero(token, sizeof(token));
+        return api_reply_json(req, status, body);
+}
+
+/* envVars {"NAME": "value"} as "NAME=value" strings. Returns 1, or 0 when a 400 was queued. */
+static int env_of(struct api_request *req, json_t *vars, char ***ret_env)
+{
+        const char *name;
+        json_t *value;
+        size_t n = 0;
+        char **env;
+        int r;
+
+        if (!vars || json_is_null(vars))
+                return 1;
+        if (!json_is_object(vars)) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST, "envVars must be an object");
+                return r < 0 ? r : 0;
+        }
+        env = calloc(json_object_size(vars) + 1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        json_object_foreach (vars, name, value) {
+                if (!json_is_string(value) ||
+                    asprintf(&env[n], "%s=%s", name, json_string_value(value)) < 0) {
+                        env[n] = NULL;
+                        for (size_t i = 0; i < n; i++)
+                                free(env[i]);
+                        free(env);
+                        r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                      "envVars: the value of '%.64s' must be a string", name);
+                        return r < 0 ? r : 0;
+                }
+                n++;
+        }
+        *ret_env = env;
+        return 1;
+}
+
+static void env_free(char **env)
+{
+        for (size_t i = 0; env && env[i]; i++)
+                free(env[i]);
+        free(env);
+}
+
+int api_handle_e2b_create(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        json_t *root = NULL, *tmpl_v, *timeout_v;
+        const char *tmpl = "base";
+        struct session *s = NULL;
+        char **env = NULL;
+        uint64_t stop_after_ms = 0;
+        char session[32];
+        int r;
+
+        r = check_api_key(req);
+        if (r <= 0)
+                return r;
+        root = json_loadb(req->body ? req->body : "{}", req->body ? req->body_len : 2, 0, NULL);
+        if (!json_is_object(root)) {
+                json_decref(root);
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "the body must be a JSON object");
+        }
+        tmpl_v = json_object_get(root, "templateID");
+        if (tmpl_v && !json_is_string(tmpl_v)) {
+                json_decref(root);
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "templateID must be a string");
+        }
+        if (tmpl_v)
+                tmpl = json_string_value(tmpl_v);
+        timeout_v = json_object_get(root, "timeout");
+        if (timeout_v && !json_is_null(timeout_v)) {
+                if (!json_is_integer(timeout_v) || json_integer_value(timeout_v) <= 0 ||
+                    json_integer_value(timeout_v) > 86400) {
+                        json_decref(root);
+                        return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                         "timeout must be a number of seconds, 1 to 86400");
+                }
+                /* Until sessions have a lifetime, E2B's timeout is the idle time after which
+                 * the session stops (its state kept, as pause does). */
+                stop_after_ms = (uint64_t) json_integer_value(timeout_v) * 1000u;
+        }
+        r = env_of(req, json_object_get(root, "envVars"), &env);
+        if (r <= 0) {
+                json_decref(root);
+                return r;
+        }
+        r = session_create(req->srv->mgr,
+                           &(struct session_create_options){ .profile = e2b_template_profile(tmpl),
+                                                             .stop_after_ms = stop_after_ms,
+                                                             .env = env },
+                           &s, &err);
+        env_free(env);
+        if (r == -ENOENT) {
+                r = e2b_reply(req, MHD_HTTP_NOT_FOUND,
+                              "template '%.64s' not found: airlock's templates are its profiles "
+                              "(GET /v1/profiles), and 'base' and 'code-interpreter-v1' are the "
+                              "default one",
+                              tmpl);
+                json_decref(root);
+                return r;
+        }
+        if (r < 0) {
+                unsigned status = r == -EINVAL ? MHD_HTTP_BAD_REQUEST
+                                  : r == -EUSERS || r == -EAGAIN || r == -EMFILE
+                                          ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                          : MHD_HTTP_INTERNAL_SERVER_ERROR;
+                r = e2b_reply(req, status, "cannot create the sandbox: %s",
+                              err.msg[0] ? err.msg : strerror(-r));
+                json_decref(root);
+                return r;
+        }
+        (void) snprintf(session, sizeof(session), "%s", session_id(s));
+        session_unref(s);
+        r = reply_sandbox_created(req, MHD_HTTP_CREATED, session, tmpl);
+        json_decref(root);
+        return r;
+}
+
+int api_handle_e2b_get(struct api_request *req)
+{
+        char session[32];
+        json_t *desc, *obj;
+        int r;
+
+        r = route_session(req, session);
+        if (r <= 0)
+                return r;
+        desc = session_describe_id(req->srv->mgr, session);
+        if (!desc)
+                return reply_no_sandbox(req);
+        obj = sandbox_json(req, desc);
+        json_decref(desc);
+        return obj ? api_reply_json(req, MHD_HTTP_OK, obj) : -ENOMEM;
+}
+
+int api_handle_e2b_list(struct api_request *req)
+{
+        const char *state = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "state");
+        const char *metadata =
+                MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "metadata");
+        char filter[64] = "";
+        json_t *all, *out, *desc;
+        size_t i;
+        int r;
+
+        r = check_api_key(req);
+        if (r <= 0)
+                return r;
+        if (metadata && *metadata)
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                 "airlock does not offer listing sandboxes by metadata");
+        if (state && percent_decode(state, strlen(state), true, filter, sizeof(filter)) < 0)
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "bad state: a malformed escape");
+        all = session_list(req->srv->mgr, NULL);
+        out = json_array();
+        if (!all || !out) {
+                json_decref(all);
+                json_decref(out);
+                return -ENOMEM;
+        }
+        json_array_foreach (all, i, desc) {
+                json_t *obj = sandbox_json(req, desc);
+                const char *st = json_string_value(json_object_get(obj, "state"));
+
+                /* state=running,paused (the SDK's default asks for both). */
+                if (obj && (!filter[0] || (st && strstr(filter, st))))
+                        (void) json_array_append(out, obj);
+                json_decref(obj);
+        }
+        json_decref(all);
+        return api_reply_json(req, MHD_HTTP_OK, out);
+}
+
+int api_handle_e2b_kill(struct api_request *req)
+{
+        char session[32];
+        int r;
+
+        r = route_session(req, session);
+        if (r <= 0)
+                return r;
+        r = session_destroy(req->srv->mgr, session);
+        if (r == -ENOENT)
+                return reply_no_sandbox(req);
+        if (r < 0)
+                return e2b_reply(req, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot kill: %s",
+                                 strerror(-r));
+        e2b_forget(req->srv->e2b, session);
+        return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
+}
+
+int api_handle_e2b_pause(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        const char *state;
+        char session[32];
+        json_t *desc;
+        int r;
+
+        r = route_session(req, session);
+        if (r <= 0)
+                return r;
+        desc = session_describe_id(req->srv->mgr, session);
+        if (!desc)
+                return reply_no_sandbox(req);
+        state = json_string_value(json_object_get(desc, "state"));
+        if (state && strcmp(state, "stopped") == 0) {
+                json_decref(desc);
+                return e2b_reply(req, MHD_HTTP_CONFLICT, "sandbox '%s' is already paused",
+                                 req->params.id);
+        }
+        json_decref(desc);
+        r = session_stop(req->srv->mgr, session, NULL, &err);
+        if (r == -ENOENT)
+                return reply_no_sandbox(req);
+        if (r < 0)
+                return e2b_reply(req,
+                                 r == -EBUSY        ? MHD_HTTP_CONFLICT
+                                 : r == -EOPNOTSUPP ? MHD_HTTP_NOT_IMPLEMENTED
+                                                    : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                 "cannot pause: %s",
+                                 r == -EOPNOTSUPP ? "the daemon has no state directory"
+                                 : err.msg[0]     ? err.msg
+                                                  : strerror(-r));
+        return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
+}
+
+int api_handle_e2b_connect(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        char session[32];
+        json_t *desc = NULL;
+        bool resumed;
+        int r;
+
+        r = route_session(req, session);
+        if (r <= 0)
+                return r;
+        r = session_resume(req->srv->mgr, session, &desc, &err);
+        if (r == -ENOENT)
+                return reply_no_sandbox(req);
+        if (r < 0)
+                return e2b_reply(req,
+                                 r == -EUSERS ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                              : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                 "cannot resume: %s", err.msg[0] ? err.msg : strerror(-r));
+        resumed = json_is_true(json_object_get(desc, "resumed"));
+        json_decref(desc);
+        /* E2B: 201 when a paused sandbox was resumed, 200 when it ran already. */
+        return reply_sandbox_created(req, resumed ? MHD_HTTP_CREATED : MHD_HTTP_OK, session, NULL);
+}
+
+int api_handle_e2b_api_other(struct api_request *req)
+{
+        int r = check_api_key(req);
+
+        if (r <= 0)
+                return r;
+        return e2b_reply(req, MHD_HTTP_NOT_IMPLEMENTED,
+                         "airlock does not offer %s %.200s of E2B's API (docs/E2B.md lists what "
+                         "it offers)",
+                         req->method, req->raw_path);
+}
+
+/* ---- the sandbox routes ---- */
+
+/* The sandbox a sandbox route is for (E2b-Sandbox-Id) and its access token. Returns 1 with
+ * session set and a reference in *ret_s (when ret_s is not NULL: resumed if stopped), or 0
+ * when an error reply was queued: 401 for a wrong or missing token, 404 for no such sandbox
+ * (502 with health, which the SDK reads as "not running"). */
+static int sandbox_auth(struct api_request *req, char session[32], struct session **ret_s,
+                        bool health)
+{
+        const char *id = api_header(req, "E2b-Sandbox-Id");
+        const char *token = api_header(req, "X-Access-Token");
+        struct airlock_error err = { { 0 } };
+        json_t *desc;
+        int r;
+
+        if (!token)
+                token = api_header(req, "E2B-Traffic-Access-Token");
+        if (!req->srv->e2b) {
+                r = e2b_reply(req, MHD_HTTP_NOT_FOUND, "the E2B surface is off");
+                return r < 0 ? r : 0;
+        }
+        if (!id || e2b_session_id(id, session) < 0) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                              "the E2b-Sandbox-Id header must name a sandbox");
+                return r < 0 ? r : 0;
+        }
+        r = e2b_token_check(req->srv->e2b, session, token);
+        if (r == -ENOENT) {
+                desc = session_describe_id(req->srv->mgr, session);
+                json_decref(desc);
+                if (desc)
+                        r = e2b_reply(req, MHD_HTTP_UNAUTHORIZED,
+                                      "sandbox '%.64s' has no access token yet: connect to it "
+                                      "(Sandbox.connect) first",
+                                      id);
+                else
+                        r = e2b_reply(req, health ? MHD_HTTP_BAD_GATEWAY : MHD_HTTP_NOT_FOUND,
+                                      "sandbox '%.64s' not found", id);
+                return r < 0 ? r : 0;
+        }
+        if (r < 0) {
+                r = e2b_reply(req, MHD_HTTP_UNAUTHORIZED,
+                              "missing or invalid access token for sandbox '%.64s' "
+                              "(X-Access-Token)",
+                              id);
+                return r < 0 ? r : 0;
+        }
+        if (!ret_s)
+                return 1;
+        r = session_lookup(req->srv->mgr, session, ret_s, &err);
+        if (r == -ENOENT) {
+                r = e2b_reply(req, health ? MHD_HTTP_BAD_GATEWAY : MHD_HTTP_NOT_FOUND,
+                              "sandbox '%.64s' is not running any more", id);
+                return r < 0 ? r : 0;
+        }
+        if (r < 0) {
+                r = e2b_reply(req, MHD_HTTP_SERVICE_UNAVAILABLE, "cannot reach sandbox: %s",
+                              err.msg[0] ? err.msg : strerror(-r));
+                return r < 0 ? r : 0;
+        }
+        return 1;
+}
+
+int api_handle_e2b_health(struct api_request *req)
+{
+        struct session *s = NULL;
+        char session[32];
+        int r;
+
+        r = sandbox_auth(req, session, &s, true);
+        if (r <= 0)
+                return r;
+        session_unref(s);
+        return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
+}
+
+/* A decoded query argument, or NULL when absent; *ret_bad on a malformed escape. */
+static const char *query(struct api_request *req, const char *name, char *buf, size_t size,
+                         bool *ret_bad)
+{
+        const char *raw = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+
+        if (!raw)
+                return NULL;
+        if (percent_decode(raw, strlen(raw), true, buf, size) < 0) {
+                *ret_bad = true;
+                return NULL;
+        }
+        return buf;
+}
+
+/* The path argument of /files as a path below /work. Returns 1, or 0 when a 400 was queued. */
+static int files_path(struct api_request *req, const char *path, char *ret, size_t size)
+{
+        const char *why = NULL;
+        int r;
+
+        r = e2b_work_path(path, ret, size, &why);
+        if (r < 0) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST, "path '%.200s': %s", path,
+                              why ? why : "too long");
+                return r < 0 ? r : 0;
+        }
+        return 1;
+}
+
+static int reply_file_errno(struct api_request *req, int r, const char *path,
+                            const struct airlock_error *err)
+{
+        unsigned status = r == -ENOENT                   ? MHD_HTTP_NOT_FOUND
+                          : r == -EFBIG || r == -E2BIG   ? MHD_HTTP_CONTENT_TOO_LARGE
+                          : r == -ENOSPC || r == -EDQUOT ? MHD_HTTP_INSUFFICIENT_STORAGE
+                          : r == -EBUSY                  ? MHD_HTTP_CONFLICT
+                          : r == -EINVAL || r == -EISDIR || r == -ENOTDIR || r == -ELOOP
+                                  ? MHD_HTTP_BAD_REQUEST
+                                  : MHD_HTTP_INTERNAL_SERVER_ERROR;
+
+        return e2b_reply(req, status, "%.200s: %s", path,
+                         err && err->msg[0] ? err->msg : strerror(-r));
+}
+
+int api_handle_e2b_file_get(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[32];
+        struct session *s = NULL;
+        const char *path;
+        bool bad = false;
+        uint64_t size;
+        int fd, r;
+
+        r = sandbox_auth(req, session, &s, false);
+        if (r <= 0)
+                return r;
+        path = query(req, "path", pbuf, sizeof(pbuf), &bad);
+        r = files_path(req, bad || !path ? "" : path, rel, sizeof(rel));
+        if (r <= 0 || bad || !path || !rel[0]) {
+                session_unref(s);
+                if (r <= 0)
+                        return r;
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "path must name a file");
+        }
+        r = session_file_open(s, rel, UINT64_MAX, &fd, &size, &err);
+        session_unref(s);
+        if (r < 0)
+                return reply_file_errno(req, r, path, &err);
+        return api_reply_fd(req, MHD_HTTP_OK, fd, size, "application/octet-stream");
+}
+
+/* One part of a multipart/form-data body. */
+struct part {
+        const char *filename; /* NUL-terminated copy, or NULL */
+        const char *data;
+        size_t len;
+};
+
+/* The boundary parameter of a Content-Type, into out. Returns 0 or -EINVAL. */
+static int multipart_boundary(const char *ctype, char *out, size_t size)
+{
+        const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
+        size_t n;
+
+        if (!b)
+                return -EINVAL;
+        b += strlen("boundary=");
+        if (*b == '"')
+                b++;
+        n = strcspn(b, "\";");
+        if (n == 0 || n + 3 > size)
+                return -EINVAL;
+        (void) snprintf(out, size, "--%.*s", (int) n, b);
+        return 0;
+}
+
+/* Splits body at the boundary into up to max parts, each part's filename copied into names
+ * (max rows of 256 bytes). Returns the number of parts or -EINVAL. */
+static int multipart_split(const char *body, size_t len, const char *boundary, struct part *parts,
+                           size_t max, char (*names)[ROUTE_PATH_MAX + 1])
+{
+        size_t blen = strlen(boundary), n = 0;
+        const char *p = memmem(body, len, boundary, blen), *end = body + len;
+
+        while (p) {
+                const char *head = p + blen, *data, *next, *fn, *hend;
+
+                if (head + 2 <= end && head[0] == '-' && head[1] == '-')
+                        break; /* the closing boundary */
+                if (head + 2 > end || head[0] != '\r' || head[1] != '\n')
+                        return -EINVAL;
+                head += 2;
+                hend = memmem(head, (size_t) (end - head), "\r\n\r\n", 4);
+                if (!hend)
+                        return -EINVAL;
+                data = hend + 4;
+                next = memmem(data, (size_t) (end - data), boundary, blen);
+                if (!next || next - data < 2)
+                        return -EINVAL;
+                if (n >= max)
+                        return -E2BIG;
+                parts[n].data = data;
+                parts[n].len = (size_t) (next - data) - 2; /* the CRLF before the boundary */
+                parts[n].filename = NULL;
+                fn = memmem(head, (size_t) (hend - head), "filename=\"", 10);
+                if (fn) {
+                        const char *q;
+                        fn += 10;
+                        q = memchr(fn, '"', (size_t) (hend - fn));
+                        if (!q || (size_t) (q - fn) > ROUTE_PATH_MAX)
+                                return -EINVAL;
+                        memcpy(names[n], fn, (size_t) (q - fn));
+                        names[n][q - fn] = '\0';
+                        parts[n].filename = names[n];
+                }
+                n++;
+                p = next;
+        }
+        return (int) n;
+}
+
+#define FILES_PER_UPLOAD 64
+
+int api_handle_e2b_file_post(struct api_request *req)
+{
+        const char *ctype = api_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+        struct airlock_error err = { { 0 } };
+        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[32], boundary[256];
+        _cleanup_free_ char(*names)[ROUTE_PATH_MAX + 1] = NULL;
+        struct part parts[FILES_PER_UPLOAD];
+        struct session *s = NULL;
+        const char *path;
+        json_t *out = NULL;
+        bool bad = false;
+        int r, n;
+
+        r = sandbox_auth(req, session, &s, false);
+        if (r <= 0)
+                return r;
+        path = query(req, "path", pbuf, sizeof(pbuf), &bad);
+        if (bad) {
+                session_unref(s);
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "path: a malformed escape");
+        }
+        if (ctype && strncasecmp(ctype, "multipart/form-data", 19) == 0) {
+                names = calloc(FILES_PER_UPLOAD, sizeof(*names));
+                if (!names) {
+                        session_unref(s);
+                        return -ENOMEM;
+                }
+                n = multipart_boundary(ctype, boundary, sizeof(boundary));
+                if (n >= 0)
+                        n = multipart_split(req->body ? req->body : "", req->body_len, boundary,
+                                            parts, FILES_PER_UPLOAD, names);
+                if (n <= 0) {
+                        session_unref(s);
+                        return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                         n == -E2BIG ? "at most 64 files in one upload"
+                                                     : "a malformed multipart/form-data body");
+                }
+        } else {
+                parts[0] = (struct part){ NULL, req->body ? req->body : "", req->body_len };
+                n = 1;
+        }
+
+        out = json_array();
+        for (int i = 0; out && i < n; i++) {
+                const char *target = path ? path : parts[i].filename;
+
+                if (!target) {
+                        r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                      "a file needs a path (the path argument or its filename)");
+                        goto done;
+                }
+                r = files_path(req, target, rel, sizeof(rel));
+                if (r <= 0)
+                        goto done;
+                if (!rel[0]) {
+                        r = e2b_reply(req, MHD_HTTP_BAD_REQUEST, "path must name a file");
+                        goto done;
+                }
+                r = session_file_write(s, rel, parts[i].data, parts[i].len, &err);
+                if (r < 0) {
+                        r = reply_file_errno(req, r, target, &err);
+                        goto done;
+                }
+                (void) json_array_append_new(
+                        out, json_pack("{s:s, s:s, s:s+}", "name",
+                                       strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel, "type",
+                                       "file", "path", "/home/user/", rel));
+        }
+        session_unref(s);
+        return out ? api_reply_json(req, MHD_HTTP_OK, out) : -ENOMEM;
+done:
+        json_decref(out);
+        session_unref(s);
+        return r;
+}
+
+/* Runs a cell in the session and hands back its execution object. Returns 0, or -errno with
+ * err set (-EBUSY while another one runs). */
+static int run_cell(struct session *s, const char *language, const char *code, json_t **ret,
+                    struct airlock_error *err)
+{
+        return session_execute(s, &(struct exec_request){ .language = language, .code = code }, ret,
+                               err);
+}
+
+static void append_line(struct buf *b, json_t *ev)
+{
+        char *text = ev ? json_dumps(ev, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+
+        json_decref(ev);
+        if (!text)
+                return;
+        (void) buf_append(b, text, strlen(text), SIZE_MAX);
+        (void) buf_append(b, "\n", 1, SIZE_MAX);
+        free(text);
+}
+
+static int reply_buf(struct api_request *req, unsigned status, struct buf *b,
+                     const char *content_type)
+{
+        struct MHD_Response *resp;
+
+        resp = MHD_create_response_from_buffer(b->len, b->data ? b->data : (char *) "",
+                                               b->data ? MHD_RESPMEM_MUST_FREE
+                                                       : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+                buf_done(b);
+                return -ENOMEM;
+        }
+        b->data = NULL; /* the response owns it now */
+        b->len = b->size = 0;
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        return api_reply_response(req, status, resp);
+}
+
+int api_handle_e2b_execute(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        json_t *root = NULL, *result = NULL, *events, *ev, *env;
+        const char *code, *language = NULL, *ctx_id;
+        struct e2b_context ctx;
+        struct session *s = NULL;
+        struct buf out = { 0 };
+        char session[32];
+        size_t i;
+        int r;
+
+        r = sandbox_auth(req, session, NULL, false);
+        if (r <= 0)
+                return r;
+        root = json_loadb(req->body ? req->body : "", req->body_len, 0, NULL);
+        code = json_string_value(json_object_get(root, "code"));
+        if (!json_is_object(root) || !code) {
+                json_decref(root);
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "code must be a string");
+        }
+        env = json_object_get(root, "env_vars");
+        if (json_is_object(env) && json_object_size(env) > 0) {
+                json_decref(root);
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                 "airlock does not offer per-call envs on runCode yet: set them "
+                                 "at Sandbox.create (envs)");
+        }
+        ctx_id = json_string_value(json_object_get(root, "context_id"));
+        language = json_string_value(json_object_get(root, "language"));
+        if (ctx_id) {
+                if (e2b_context_get(req->srv->e2b, session, ctx_id, &ctx) < 0) {
+                        json_decref(root);
+                        return e2b_reply(req, MHD_HTTP_NOT_FOUND, "context '%.64s' not found",
+                                         ctx_id);
+                }
+                language = ctx.language;
+        }
+        if (!language || strcmp(language, "python") == 0)
+                language = "python";
+        else if (strcmp(language, "bash") != 0 && strcmp(language, "javascript") != 0 &&
+                 strcmp(language, "js") != 0) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                              "airlock does not offer the language '%.32s': python and bash "
+                              "are offered",
+                              language);
+                json_decref(root);
+                return r;
+        } else if (strcmp(language, "js") == 0) {
+                language = "javascript";
+        }
+
+        r = session_lookup(req->srv->mgr, session, &s, &err);
+        if (r >= 0)
+                r = run_cell(s, language, code, &result, &err);
+        session_unref(s);
+        json_decref(root);
+        if (r < 0)
+                return e2b_reply(req,
+                                 r == -EBUSY    ? MHD_HTTP_CONFLICT
+                                 : r == -ENOENT ? MHD_HTTP_NOT_FOUND
+                                                : (r == -EINVAL || r == -EOPNOTSUPP
+                                                           ? MHD_HTTP_BAD_REQUEST
+                                                           : MHD_HTTP_INTERNAL_SERVER_ERROR),
+                                 "%s",
+                                 r == -EBUSY  ? "the sandbox is running another execution"
+                                 : err.msg[0] ? err.msg
+                                              : strerror(-r));
+
+        for (int k = 0; k < 2; k++) {
+                const char *name = k == 0 ? "stdout" : "stderr";
+                const char *text = json_string_value(json_object_get(result, name));
+                if (text && *text)
+                        append_line(&out, json_pack("{s:s, s:s}", "type", name, "text", text));
+        }
+        events = e2b_execution_events(result);
+        json_decref(result);
+        if (!events) {
+                buf_done(&out);
+                return -ENOMEM;
+        }
+        json_array_foreach (events, i, ev)
+                append_line(&out, json_incref(ev));
+        json_decref(events);
+        return reply_buf(req, MHD_HTTP_OK, &out, "application/x-ndjson");
+}
+
+int api_handle_e2b_context_create(struct api_request *req)
+{
+        json_t *root = NULL;
+        const char *language, *cwd;
+        struct e2b_context c;
+        char session[32], rel[ROUTE_PATH_MAX + 1];
+        const char *why = NULL;
+        int r;
+
+        r = sandbox_auth(req, session, NULL, false);
+        if (r <= 0)
+                return r;
+        root = json_loadb(req->body ? req->body : "{}", req->body ? req->body_len : 2, 0, NULL);
+        language = json_string_value(json_object_get(root, "language"));
+        cwd = json_string_value(json_object_get(root, "cwd"));
+        if (!language)
+                language = "python";
+        if (!cwd)
+                cwd = "/home/user";
+        if (strcmp(language, "python") != 0 && strcmp(language, "bash") != 0) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                              "airlock does not offer contexts of the language '%.32s': python "
+                              "and bash are offered",
+                              language);
+                json_decref(root);
+                return r;
+        }
+        if (e2b_work_path(cwd, rel, sizeof(rel), &why) < 0 || rel[0]) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                              "cwd '%.200s': airlock's contexts run in /home/user (the "
+                              "session's working directory)",
+                              cwd);
+                json_decref(root);
+                return r;
+        }
+        r = e2b_context_add(req->srv->e2b, session, language, "/home/user", &c);
+        json_decref(root);
+        if (r < 0)
+                return e2b_reply(req,
+                                 r == -EUSERS ? MHD_HTTP_CONFLICT : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                 "cannot create a context: %s",
+                                 r == -EUSERS ? "at most 16 contexts per sandbox" : strerror(-r));
+        return api_reply_json(
+                req, MHD_HTTP_OK,
+                json_pack("{s:s, s:s, s:s}", "id", c.id, "language", c.language, "cwd", c.cwd));
+}
+
+int api_handle_e2b_context_list(struct api_request *req)
+{
+        char session[32];
+        json_t *list;
+        int r;
+
+        r = sandbox_auth(req, session, NULL, false);
+        if (r <= 0)
+                return r;
+        list = e2b_context_list(req->srv->e2b, session);
+        return list ? api_reply_json(req, MHD_HTTP_OK, list) : -ENOMEM;
+}
+
+int api_handle_e2b_context_delete(struct api_request *req)
+{
+        char session[32];
+        int r;
+
+        r = sandbox_auth(req, session, NULL, false);
+        if (r <= 0)
+                return r;
+        if (e2b_context_remove(req->srv->e2b, session, req->params.id) < 0)
+                return e2b_reply(req, MHD_HTTP_NOT_FOUND, "context '%.64s' not found",
+                                 req->params.id);
+        return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
+}
+
+/* ---- Connect-RPC: filesystem.Filesystem and process.Process ---- */
+
+static bool is_connect_stream(struct api_request *req)
+{
+        const char *ctype = api_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+
+        return ctype && strncasecmp(ctype, "application/connect+", 20) == 0;
+}
+
+/* A Connect error: for a streaming call a 200 whose end-of-stream envelope carries it, for a
+ * unary one the code's HTTP status with {"code", "message"}. */
+static int connect_error(struct api_request *req, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static int connect_error(struct api_request *req, const char *code, const char *fmt, ...)
+{
+        _cleanup_free_ char *clean = NULL, *text = NULL;
+        struct buf out = { 0 };
+        char msg[1024];
+        char *env = NULL;
+        size_t env_len = 0;
+        va_list ap;
+        json_t *err, *wrapped;
+        int r;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        clean = utf8_sanitize(msg, strlen(msg));
+        if (!clean)
+                return -ENOMEM;
+        err = json_pack("{s:s, s:s}", "code", code, "message", clean);
+        if (!is_connect_stream(req))
+                return api_reply_json(req, e2b_connect_http_status(code), err);
+        wrapped = json_pack("{s:o}", "error", err);
+        text = wrapped ? json_dumps(wrapped, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(wrapped);
+        if (!text)
+                return -ENOMEM;
+        r = e2b_envelope_append(&env, &env_len, E2B_ENVELOPE_END_STREAM, text, strlen(text));
+        if (r < 0)
+                return r;
+        out.data = env;
+        out.len = env_len;
+        out.size = env_len + 1;
+        return reply_buf(req, MHD_HTTP_OK, &out, "application/connect+json");
+}
+
+/* The request message: the body of a unary call, the one envelope of a streaming one. */
+static json_t *connect_message(struct api_request *req)
+{
+        const char *body = req->body ? req->body : "";
+        const char *msg;
+        unsigned flags;
+        size_t n, used;
+
+        if (!is_connect_stream(req))
+                return json_loadb(body, req->body_len, 0, NULL);
+        if (e2b_envelope_decode(body, req->body_len, &flags, &msg, &n, &used) < 0)
+                return NULL;
+        return json_loadb(msg, n, 0, NULL);
+}
+
+/* Sandbox auth for an RPC: its errors as Connect's. Returns 1 or 0 (a reply was queued). */
+static int rpc_auth(struct api_request *req, char session[32], struct session **ret_s)
+{
+        const char *id = api_header(req, "E2b-Sandbox-Id");
+        const char *token = api_header(req, "X-Access-Token");
+        struct airlock_error err = { { 0 } };
+        int r;
+
+        if (!req->srv->e2b)
+                r = connect_error(req, "not_found", "the E2B surface is off");
+        else if (!id || e2b_session_id(id, session) < 0)
+                r = connect_error(req, "invalid_argument",
+                                  "the E2b-Sandbox-Id header must name a sandbox");
+        else if ((r = e2b_token_check(req->srv->e2b, session, token)) == -EACCES)
+                r = connect_error(req, "unauthenticated",
+                                  "missing or invalid access token for sandbox '%.64s'", id);
+        else if (r < 0)
+                r = connect_error(req, "not_found", "sandbox '%.64s' not found", id);
+        else if ((r = session_lookup(req->srv->mgr, session, ret_s, &err)) < 0)
+                r = connect_error(req, r == -ENOENT ? "not_found" : "unavailable",
+                                  "sandbox '%.64s': %s", id, err.msg[0] ? err.msg : strerror(-r));
+        else
+                return 1;
+        return r < 0 ? r : 0;
+}
+
+static void buf_puts(struct buf *b, const char *s)
+{
+        (void) buf_append(b, s, strlen(s), E2B_CMD_MAX);
+}
+
+static char *shell_quote_append(struct buf *b, const char *s)
+{
+        (void) buf_append(b, "'", 1, E2B_CMD_MAX);
+        for (const char *p = s; *p; p++) {
+                if (*p == '\'')
+                        (void) buf_append(b, "'\\''", 4, E2B_CMD_MAX);
+                else
+                        (void) buf_append(b, p, 1, E2B_CMD_MAX);
+        }
+        (void) buf_append(b, "' ", 2, E2B_CMD_MAX);
+        return b->data;
+}
+
+/* The EntryInfo of a listing entry of airlock's files API, under the E2B path of dir. */
+static json_t *entry_info(const json_t *entry, const char *dir)
+{
+        const char *name = json_string_value(json_object_get(entry, "name"));
+        const char *type = json_string_value(json_object_get(entry, "type"));
+        const char *mtime = json_string_value(json_object_get(entry, "modified_at"));
+        bool is_dir = type && strcmp(type, "directory") == 0;
+        char path[ROUTE_PATH_MAX + 32];
+
+        (void) snprintf(path, sizeof(path), "/home/user%s%s/%s", dir[0] ? "/" : "", dir,
+                        name ? name : "");
+        return json_pack("{s:s, s:s, s:s, s:I, s:i, s:s, s:s, s:s, s:s?}", "name", name ? name : "",
+                         "type",
+                         is_dir                                 ? "FILE_TYPE_DIRECTORY"
+                         : type && strcmp(type, "symlink") == 0 ? "FILE_TYPE_SYMLINK"
+                                                                : "FILE_TYPE_FILE",
+                         "path", path, "size",
+                         (json_int_t) json_integer_value(json_object_get(entry, "size")), "mode",
+                         is_dir ? 0755 : 0644, "permissions", is_dir ? "drwxr-xr-x" : "-rw-r--r--",
+                         "owner", "user", "group", "user", "modifiedTime", mtime);
+}
+
+/* The entry of rel (below /work; "" is the home itself). Returns 0, -ENOENT or -errno. */
+static int stat_entry(struct session *s, const char *rel, json_t **ret, struct airlock_error *err)
+{
+        char dir[ROUTE_PATH_MAX + 1];
+        const char *slash = strrchr(rel, '/'), *name = slash ? slash + 1 : rel;
+        json_t *listing = NULL, *entry;
+        size_t i;
+        int r;
+
+        if (!rel[0]) {
+                *ret = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s}", "name", "user", "type",
+                                 "FILE_TYPE_DIRECTORY", "path", "/home/user", "size", 0, "mode",
+                                 0755, "permissions", "drwxr-xr-x", "owner", "user", "group",
+                                 "user");
+                return *ret ? 0 : -ENOMEM;
+        }
+        (void) snprintf(dir, sizeof(dir), "%.*s", slash ? (int) (slash - rel) : 0, rel);
+        r = session_file_list(s, dir, &listing, err);
+        if (r < 0)
+                return r == -ENOTDIR ? -ENOENT : r;
+        json_array_foreach (json_object_get(listing, "entries"), i, entry) {
+                if (strcmp(json_string_value(json_object_get(entry, "name")) ?: "", name) == 0) {
+                        *ret = entry_info(entry, dir);
+                        json_decref(listing);
+                        return *ret ? 0 : -ENOMEM;
+                }
+        }
+        json_decref(listing);
+        return -ENOENT;
+}
+
+/* Lists rel into entries, depth levels deep. */
+static int list_into(struct session *s, const char *rel, unsigned depth, json_t *entries,
+                     struct airlock_error *err)
+{
+        json_t *listing = NULL, *entry;
+        size_t i;
+        int r;
+
+        r = session_file_list(s, rel, &listing, err);
+        if (r < 0)
+                return r;
+        json_array_foreach (json_object_get(listing, "entries"), i, entry) {
+                const char *type = json_string_value(json_object_get(entry, "type"));
+                const char *name = json_string_value(json_object_get(entry, "name"));
+                char sub[ROUTE_PATH_MAX + 1];
+
+                if (json_array_size(entries) >= 10000)
+                        break;
+                (void) json_array_append_new(entries, entry_info(entry, rel));
+                if (depth > 1 && type && name && strcmp(type, "directory") == 0 &&
+                    (size_t) snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "", name) <
+                            sizeof(sub)) {
+                        r = list_into(s, sub, depth - 1, entries, err);
+                        if (r < 0)
+                                break;
+                }
+        }
+        json_decref(listing);
+        return r < 0 ? r : 0;
+}
+
+/* Runs a bash command line for the filesystem service (mkdir, mv): the files API has no such
+ * calls, and the sandbox's own tools do them beneath /work. Returns 0, or -errno with err set
+ * (the command's stderr when it failed). */
+static int fs_shell(struct session *s, const char *cmd, struct airlock_error *err)
+{
+        json_t *result = NULL;
+        int r;
+
+        r = run_cell(s, "bash", cmd, &result, err);
+        if (r < 0)
+                return r;
+        if (json_integer_value(json_object_get(result, "exit_code")) != 0) {
+                const char *e = json_string_value(json_object_get(result, "stderr"));
+                r = airlock_error_set(err, -EINVAL, "%.500s", e && *e ? e : "the command failed");
+        }
+        json_decref(result);
+        return r;
+}
+
+int api_handle_e2b_filesystem(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        char session[32], rel[ROUTE_PATH_MAX + 1], rel2[ROUTE_PATH_MAX + 1];
+        const char *method = req->params.id, *path, *why = NULL;
+        json_t *msg = NULL, *entry = NULL, *entries;
+        struct session *s = NULL;
+        struct buf cmd = { 0 };
+        int r;
+
+        if (strcmp(method, "Stat") != 0 && strcmp(method, "ListDir") != 0 &&
+            strcmp(method, "MakeDir") != 0 && strcmp(method, "Remove") != 0 &&
+            strcmp(method, "Move") != 0)
+                return connect_error(req, "unimplemented",
+                                     "airlock does not offer filesystem.%.64s (watching "
+                                     "directories is not offered)",
+                                     method);
+        r = rpc_auth(req, session, &s);
+        if (r <= 0)
+                return r;
+        msg = connect_message(req);
+        path = json_string_value(
+                json_object_get(msg, strcmp(method, "Move") == 0 ? "source" : "path"));
+        if (!json_is_object(msg) || !path) {
+                r = connect_error(req, "invalid_argument", "the request needs a path");
+                goto out;
+        }
+        if (e2b_work_path(path, rel, sizeof(rel), &why) < 0) {
+                r = connect_error(req, "invalid_argument", "path '%.200s': %s", path,
+                                  why ? why : "too long");
+                goto out;
+        }
+
+        if (strcmp(method, "Stat") == 0) {
+                r = stat_entry(s, rel, &entry, &err);
+                if (r >= 0)
+                        r = api_reply_json(req, MHD_HTTP_OK, json_pack("{s:o}", "entry", entry));
+        } else if (strcmp(method, "ListDir") == 0) {
+                json_int_t depth = json_integer_value(json_object_get(msg, "depth"));
+                entries = json_array();
+                r = entries ? list_into(s, rel,
+                                        depth < 1    ? 1
+                                        : depth > 16 ? 16
+                                                     : (unsigned) depth,
+                                        entries, &err)
+                            : -ENOMEM;
+                if (r >= 0)
+                        r = api_reply_json(req, MHD_HTTP_OK,
+                                           json_pack("{s:O}", "entries", entries));
+                json_decref(entries);
+        } else if (strcmp(method, "Remove") == 0) {
+                r = rel[0] ? session_file_delete(s, rel, 0, NULL, &err) : -EINVAL;
+                if (r >= 0)
+                        r = api_reply_json(req, MHD_HTTP_OK, json_object());
+        } else if (strcmp(method, "MakeDir") == 0) {
+                r = stat_entry(s, rel, &entry, &err);
+                json_decref(entry);
+                entry = NULL;
+                if (r >= 0) {
+                        r = connect_error(req, "already_exists", "'%.200s' already exists", path);
+                        goto out;
+                }
+                buf_puts(&cmd, "mkdir -p -- /work/");
+                shell_quote_append(&cmd, rel);
+                r = cmd.data ? fs_shell(s, cmd.data, &err) : -ENOMEM;
+                if (r >= 0)
+                        r = stat_entry(s, rel, &entry, &err);
+                if (r >= 0)
+                        r = api_reply_json(req, MHD_HTTP_OK, json_pack("{s:o}", "entry", entry));
+        } else {
+                const char *dst = json_string_value(json_object_get(msg, "destination"));
+                if (!dst || e2b_work_path(dst, rel2, sizeof(rel2), &why) < 0 || !rel[0] ||
+                    !rel2[0]) {
+                        r = connect_error(req, "invalid_argument",
+                                          "source and destination must be files below "
+                                          "/home/user");
+                        goto out;
+                }
+                buf_puts(&cmd, "mkdir -p -- \"$(dirname -- /work/");
+                shell_quote_append(&cmd, rel2);
+                buf_puts(&cmd, ")\" && mv -T -- /work/");
+                shell_quote_append(&cmd, rel);
+                buf_puts(&cmd, "/work/");
+                shell_quote_append(&cmd, rel2);
+                r = cmd.data ? fs_shell(s, cmd.data, &err) : -ENOMEM;
+                if (r >= 0)
+                        r = stat_entry(s, rel2, &entry, &err);
+                if (r >= 0)
+                        r = api_reply_json(req, MHD_HTTP_OK, json_pack("{s:o}", "entry", entry));
+        }
+        if (r < 0 && !req->replied)
+                r = connect_error(req, e2b_connect_code(r), "%.200s: %s", path,
+                                  err.msg[0] ? err.msg : strerror(-r));
+out:
+        buf_done(&cmd);
+        json_decref(msg);
+        session_unref(s);
+        return r;
+}
+
+static int push_event(char **out, size_t *out_len, json_t *event)
+{
+        char *text = event ? json_dumps(event, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        int r;
+
+        json_decref(event);
+        if (!text)
+                return -ENOMEM;
+        r = e2b_envelope_append(out, out_len, 0, text, strlen(text));
+        free(text);
+        return r;
+}
+
+/* Start: the command runs in the session's bash, as E2B's envd runs it (/bin/bash -l -c CMD,
+ * its own process with cwd and envs), and its output, then its exit code, come back as the
+ * stream's events when it has ended. */
+static int process_start(struct api_request *req, struct session *s, json_t *msg)
+{
+        struct airlock_error err = { { 0 } };
+        json_t *proc = json_object_get(msg, "process"), *args, *envs, *result = NULL, *v;
+        const char *cmd = json_string_value(json_object_get(proc, "cmd"));
+        const char *cwd = json_string_value(json_object_get(proc, "cwd")), *why = NULL, *k;
+        char rel[ROUTE_PATH_MAX + 1];
+        struct buf line = { 0 };
+        char *out = NULL;
+        size_t out_len = 0, i;
+        json_int_t code;
+        struct buf b;
+        int r;
+
+        if (json_object_get(msg, "pty"))
+                return connect_error(req, "unimplemented",
+                                     "airlock does not offer PTYs (commands run without a "
+                                     "terminal)");
+        if (json_is_true(json_object_get(msg, "stdin")))
+                return connect_error(req, "unimplemented",
+                                     "airlock does not offer stdin to commands");
+        if (!cmd)
+                return connect_error(req, "invalid_argument", "process.cmd is required");
+        if (cwd && *cwd && e2b_work_path(cwd, rel, sizeof(rel), &why) < 0)
+                return connect_error(req, "invalid_argument", "cwd '%.200s': %s", cwd,
+                                     why ? why : "too long");
+        buf_puts(&line, "cd -- /work/");
+        shell_quote_append(&line, cwd && *cwd ? rel : "");
+        buf_puts(&line, "&& env -- ");
+        envs = json_object_get(proc, "envs");
+        json_object_foreach (envs, k, v) {
+                _cleanup_free_ char *kv = NULL;
+                if (!json_is_string(v) || strchr(k, '=') || !*k ||
+                    asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
+                        buf_done(&line);
+                        return connect_error(req, "invalid_argument",
+                                             "envs: '%.64s' is not a NAME with a string value", k);
+                }
+                shell_quote_append(&line, kv);
+        }
+        shell_quote_append(&line, cmd);
+        args = json_object_get(proc, "args");
+        json_array_foreach (args, i, v)
+                if (json_is_string(v))
+                        shell_quote_append(&line, json_string_value(v));
+        buf_puts(&line, "</dev/null");
+        if (!line.data || line.len >= E2B_CMD_MAX - 16) {
+                buf_done(&line);
+                return connect_error(req, "invalid_argument", "the command line is too long");
+        }
+
+        r = run_cell(s, "bash", line.data, &result, &err);
+        buf_done(&line);
+        if (r < 0)
+                return connect_error(req, r == -EBUSY ? "unavailable" : e2b_connect_code(r), "%s",
+                                     r == -EBUSY  ? "the sandbox is running another execution "
+                                                    "(airlock runs one at a time per sandbox)"
+                                     : err.msg[0] ? err.msg
+                                                  : strerror(-r));
+
+        code = json_integer_value(json_object_get(result, "exit_code"));
+        r = push_event(&out, &out_len,
+                       json_pack("{s:{s:{s:I}}}", "event", "start", "pid",
+                                 json_integer_value(json_object_get(result, "execution_count"))));
+        for (int k2 = 0; r >= 0 && k2 < 2; k2++) {
+                const char *name = k2 == 0 ? "stdout" : "stderr";
+                const char *text = json_string_value(json_object_get(result, name));
+                _cleanup_free_ char *b64 = NULL;
+
+                if (!text || !*text)
+                        continue;
+                b64 = e2b_base64_encode(text, strlen(text));
+                r = b64 ? push_event(&out, &out_len,
+                                     json_pack("{s:{s:{s:s}}}", "event", "data", name, b64))
+                        : -ENOMEM;
+        }
+        if (r >= 0) {
+                const char *status = json_string_value(json_object_get(result, "status"));
+                char st[64];
+                (void) snprintf(st, sizeof(st), "exit status %lld", (long long) code);
+                r = push_event(&out, &out_len,
+                               json_pack("{s:{s:{s:I, s:b, s:s, s:s?}}}", "event", "end",
+                                         "exitCode", code, "exited", true, "status", st, "error",
+                                         status && strcmp(status, "ok") != 0 &&
+                                                         strcmp(status, "error") != 0
+                                                 ? status
+                                                 : NULL));
+        }
+        if (r >= 0)
+                r = e2b_envelope_append(&out, &out_len, E2B_ENVELOPE_END_STREAM, "{}", 2);
+        json_decref(result);
+        if (r < 0) {
+                free(out);
+                return r;
+        }
+        b = (struct buf){ .data = out, .len = out_len, .size = out_len + 1 };
+        return reply_buf(req, MHD_HTTP_OK, &b, "application/connect+json");
+}
+
+int api_handle_e2b_process(struct api_request *req)
+{
+        const char *method = req->params.id;
+        struct session *s = NULL;
+        char session[32];
+        json_t *msg;
+        int r;
+
+        if (strcmp(method, "Start") != 0 && strcmp(method, "List") != 0)
+                return connect_error(req, "unimplemented",
+                                     "airlock does not offer process.%.64s: commands run in the "
+                                     "foreground, without stdin, a PTY or reconnecting",
+                                     method);
+        r = rpc_auth(req, session, &s);
+        if (r <= 0)
+                return r;
+        if (strcmp(method, "List") == 0) {
+                /* Nothing runs in the background: a foreground command has ended when its
+                 * call answers. */
+                session_unref(s);
+                return api_reply_json(req, MHD_HTTP_OK, json_pack("{s:[]}", "processes"));
+        }
+        msg = connect_message(req);
+        r = json_is_object(msg)
+                    ? process_start(req, s, msg)
+                    : connect_error(req, "invalid_argument", "the request is not one JSON message");
+        json_decref(msg);
+        session_unref(s);
+        return r;
+}
+
+int api_handle_e2b_sandbox_other(struct api_request *req)
+{
+        const char *p = req->raw_path + strlen("/e2b/sandbox");
+        char session[32];
+        int r;
+
+        r = sandbox_auth(req, session, NULL, false);
+        if (r <= 0)
+                return r;
+
+        /* A Connect-RPC path ("/package.Service/Method") gets Connect's error shape. */
+        if (p[0] == '/' && strchr(p + 1, '.') && strchr(p + 1, '/'))
+                return connect_error(req, "unimplemented", "airlock does not offer %.200s", p + 1);
+        return e2b_reply(req, MHD_HTTP_NOT_IMPLEMENTED,
+                         "airlock does not offer %s %.200s of E2B's sandbox (docs/E2B.md lists "
+                         "what it offers)",
+                         req->method, p);
+}

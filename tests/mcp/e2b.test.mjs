@@ -1,0 +1,183 @@
+// The official E2B SDK (@e2b/code-interpreter, unmodified) against airlock's /e2b surface, set up
+// the way a team moving its agent does: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (an airlock
+// token), nothing else. The daemon is this file's own (lib/gateway-daemon.mjs), stopped by its
+// pid at the end (which also checks it exits 0); every sandbox a test made is killed.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startGatewayDaemon } from './lib/gateway-daemon.mjs';
+
+describe('the E2B SDK against airlock', () => {
+  let daemon;
+  let Sandbox;
+  let sdk;
+  const made = [];
+
+  before(async () => {
+    daemon = await startGatewayDaemon();
+    process.env.E2B_API_URL = `${daemon.url}/e2b/api`;
+    process.env.E2B_SANDBOX_URL = `${daemon.url}/e2b/sandbox`;
+    process.env.E2B_API_KEY = daemon.token;
+    sdk = await import('@e2b/code-interpreter');
+    Sandbox = sdk.Sandbox;
+  });
+  after(async () => {
+    for (const sbx of made) await sbx.kill().catch(() => {});
+    await daemon?.stop();
+  });
+
+  async function create(opts) {
+    const sbx = await Sandbox.create(opts);
+    made.push(sbx);
+    return sbx;
+  }
+
+  test('create, runCode with state across calls, a chart as png, an error with traceback', async () => {
+    const sbx = await create();
+    assert.match(sbx.sandboxId, /^[0-9a-f]{24}$/);
+
+    const first = await sbx.runCode('x = 20\nprint("hello")\nx + 1');
+    assert.deepEqual(first.logs.stdout, ['hello\n']);
+    assert.equal(first.text, '21');
+    assert.equal(first.error, undefined);
+
+    const second = await sbx.runCode('x * 2');
+    assert.equal(second.text, '40', 'the variable lives on between calls');
+
+    const chart = await sbx.runCode(
+      'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()');
+    const png = chart.results.find((r) => r.png);
+    assert.ok(png, `a png result: ${JSON.stringify(chart.results.map((r) => r.formats()))}`);
+    assert.equal(Buffer.from(png.png, 'base64').subarray(1, 4).toString(), 'PNG');
+
+    const failed = await sbx.runCode('1 / 0');
+    assert.equal(failed.error.name, 'ZeroDivisionError');
+    assert.equal(failed.error.value, 'division by zero');
+    assert.match(failed.error.traceback, /ZeroDivisionError/);
+
+    let streamed = '';
+    await sbx.runCode('print("via callback")', { onStdout: (m) => (streamed += m.line) });
+    assert.equal(streamed, 'via callback\n');
+  });
+
+  test('bash contexts and the language option', async () => {
+    const sbx = await create();
+    const bash = await sbx.runCode('echo $((6 * 7))', { language: 'bash' });
+    assert.deepEqual(bash.logs.stdout, ['42\n']);
+    const ctx = await sbx.createCodeContext({ language: 'bash' });
+    assert.equal(ctx.language, 'bash');
+    const inCtx = await sbx.runCode('echo from-context', { context: ctx });
+    assert.deepEqual(inCtx.logs.stdout, ['from-context\n']);
+    assert.deepEqual((await sbx.listCodeContexts()).map((c) => c.id), [ctx.id]);
+    await sbx.removeCodeContext(ctx);
+    assert.deepEqual(await sbx.listCodeContexts(), []);
+    await assert.rejects(sbx.runCode('1', { language: 'r' }), /400/);
+  });
+
+  test('files: write, read, list, exists, getInfo, makeDir, rename, remove; code sees them in /work', async () => {
+    const sbx = await create();
+    const info = await sbx.files.write('/home/user/data/in.csv', 'a,b\n1,2\n');
+    assert.equal(info.path, '/home/user/data/in.csv');
+    assert.equal(await sbx.files.read('/home/user/data/in.csv'), 'a,b\n1,2\n');
+    assert.equal(await sbx.files.read('data/in.csv'), 'a,b\n1,2\n', 'relative to the home');
+
+    // Code runs in /work, which is /home/user of the files API.
+    const seen = await sbx.runCode('open("data/in.csv").read().splitlines()[1]');
+    assert.equal(seen.text, "'1,2'", 'code reads what files.write wrote');
+    await sbx.runCode('open("/work/out.txt", "w").write("made by code")');
+    assert.equal(await sbx.files.read('/home/user/out.txt'), 'made by code');
+
+    const bytes = await sbx.files.read('/home/user/out.txt', { format: 'bytes' });
+    assert.equal(Buffer.from(bytes).toString(), 'made by code');
+
+    await sbx.files.write([
+      { path: '/home/user/many/one.txt', data: '1' },
+      { path: '/home/user/many/two.txt', data: '22' },
+    ]);
+    const listed = await sbx.files.list('/home/user/many');
+    assert.deepEqual(listed.map((e) => [e.name, e.type, e.size]).sort(),
+      [['one.txt', 'file', 1], ['two.txt', 'file', 2]]);
+    assert.deepEqual(listed.map((e) => e.path).sort(),
+      ['/home/user/many/one.txt', '/home/user/many/two.txt']);
+
+    assert.equal(await sbx.files.exists('/home/user/many/one.txt'), true);
+    assert.equal(await sbx.files.exists('/home/user/nope.txt'), false);
+    const st = await sbx.files.getInfo('/home/user/many');
+    assert.equal(st.type, 'dir');
+
+    assert.equal(await sbx.files.makeDir('/home/user/newdir/sub'), true);
+    assert.equal(await sbx.files.makeDir('/home/user/newdir/sub'), false, 'already there');
+    assert.equal((await sbx.files.getInfo('/home/user/newdir/sub')).type, 'dir');
+
+    const moved = await sbx.files.rename('/home/user/many/one.txt', '/home/user/newdir/uno.txt');
+    assert.equal(moved.path, '/home/user/newdir/uno.txt');
+    assert.equal(await sbx.files.read('/home/user/newdir/uno.txt'), '1');
+
+    await sbx.files.remove('/home/user/newdir');
+    assert.equal(await sbx.files.exists('/home/user/newdir'), false);
+
+    await assert.rejects(sbx.files.read('/home/user/missing.txt'), sdk.FileNotFoundError);
+    await assert.rejects(sbx.files.read('/etc/passwd'), /outside/);
+    await assert.rejects(sbx.files.watchDir('/home/user', () => {}), /airlock does not offer/);
+  });
+
+  test('commands.run: output, exit code, cwd and envs; what is not offered says so', async () => {
+    const sbx = await create({ envs: { GREETING: 'hi' } });
+    const out = [];
+    const r = await sbx.commands.run('echo "$GREETING $WHO"; pwd; echo oops >&2', {
+      envs: { WHO: 'there' }, onStdout: (d) => out.push(d),
+    });
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, 'hi there\n/work\n');
+    assert.equal(r.stderr, 'oops\n');
+    assert.equal(out.join(''), r.stdout);
+
+    await sbx.files.makeDir('/home/user/sub');
+    const inSub = await sbx.commands.run('pwd', { cwd: '/home/user/sub' });
+    assert.equal(inSub.stdout, '/work/sub\n');
+
+    await assert.rejects(sbx.commands.run('exit 3'), (e) => {
+      assert.ok(e instanceof sdk.CommandExitError, String(e));
+      assert.equal(e.exitCode, 3);
+      return true;
+    });
+    await assert.rejects(sbx.commands.run('sleep 1', { background: true, stdin: true }),
+      /airlock does not offer stdin/);
+    await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }),
+      /airlock does not offer/);
+  });
+
+  test('getInfo, list, pause and connect keep the state; kill ends the sandbox', async () => {
+    const sbx = await create({ metadata: { app: 'e2b-test' } });
+    await sbx.runCode('kept = "still here"');
+    const info = await sbx.getInfo();
+    assert.equal(info.sandboxId, sbx.sandboxId);
+    assert.equal(info.templateId, 'code-interpreter-v1');
+    assert.equal(info.state, 'running');
+
+    const page = await Sandbox.list().nextItems();
+    assert.ok(page.some((s) => s.sandboxId === sbx.sandboxId));
+
+    assert.equal(await sbx.pause(), true);
+    assert.equal((await sbx.getInfo()).state, 'paused');
+    assert.equal(await sbx.pause(), false, 'already paused');
+
+    const again = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await again.getInfo()).state, 'running');
+    assert.equal((await again.runCode('kept')).text, "'still here'");
+
+    assert.equal(await sbx.isRunning(), true);
+    assert.equal(await sbx.kill(), true);
+    assert.equal(await sbx.isRunning(), false);
+    assert.equal(await Sandbox.kill(sbx.sandboxId), false, 'gone already');
+    await assert.rejects(Sandbox.connect(sbx.sandboxId), sdk.NotFoundError);
+  });
+
+  test('errors: a wrong API key, an unknown template, an unknown sandbox', async () => {
+    await assert.rejects(Sandbox.create({ apiKey: 'wrong' }), sdk.AuthenticationError);
+    await assert.rejects(Sandbox.create('no-such-template'), /template 'no-such-template' not found/);
+    await assert.rejects(Sandbox.getInfo('0123456789abcdef01234567'), sdk.NotFoundError);
+    await assert.rejects(Sandbox.getMetrics('0123456789abcdef01234567'),
+      /airlock does not offer/);
+  });
+});

@@ -1,0 +1,231 @@
+/* E2B compatibility's pure half and its token store: the id and path mappings, the Connect
+ * envelope codec, the code interpreter's events, and tokens that a second store on the same
+ * directory (a restarted daemon) still accepts. */
+#include "e2b/e2b.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SID "s-0123456789abcdef01234567"
+
+Test(e2b, ids_round_trip)
+{
+        char id[E2B_SANDBOX_ID_LEN + 1], back[32];
+
+        cr_assert_eq(e2b_sandbox_id(SID, id), 0);
+        cr_assert_str_eq(id, "0123456789abcdef01234567");
+        cr_assert_eq(e2b_session_id(id, back), 0);
+        cr_assert_str_eq(back, SID);
+        /* An older API's "<sandboxID>-<clientID>" names the same session. */
+        cr_assert_eq(e2b_session_id("0123456789abcdef01234567-6532622b", back), 0);
+        cr_assert_str_eq(back, SID);
+}
+
+Test(e2b, ids_refuse_anything_else)
+{
+        char id[E2B_SANDBOX_ID_LEN + 1], s[32];
+
+        cr_assert_eq(e2b_sandbox_id("0123456789abcdef01234567", id), -EINVAL);
+        cr_assert_eq(e2b_sandbox_id("s-0123456789ABCDEF01234567", id), -EINVAL);
+        cr_assert_eq(e2b_session_id("", s), -EINVAL);
+        cr_assert_eq(e2b_session_id("0123456789abcdef0123456", s), -EINVAL);
+        cr_assert_eq(e2b_session_id("0123456789abcdef012345678", s), -EINVAL);
+        cr_assert_eq(e2b_session_id("s-0123456789abcdef01234567", s), -EINVAL);
+        cr_assert_eq(e2b_session_id("../../v1/sessions/x/abcdef0", s), -EINVAL);
+        cr_assert_eq(e2b_session_id("0123456789abcdeg01234567", s), -EINVAL);
+}
+
+Test(e2b, paths_map_home_to_work)
+{
+        static const char *const cases[][2] = {
+                { "/home/user/a/b.txt", "a/b.txt" },
+                { "/home/user", "" },
+                { "/home/user/", "" },
+                { "/work/x", "x" },
+                { "/work", "" },
+                { "x/y", "x/y" },
+                { "", "" },
+                { "~/notes.md", "notes.md" },
+                { "./a//b/./c", "a/b/c" },
+                { "~", "" },
+        };
+        char out[256];
+        const char *why = NULL;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                cr_assert_eq(e2b_work_path(cases[i][0], out, sizeof(out), &why), 0, "%s",
+                             cases[i][0]);
+                cr_assert_str_eq(out, cases[i][1], "%s", cases[i][0]);
+        }
+}
+
+Test(e2b, paths_outside_home_are_refused)
+{
+        static const char *const bad[] = { "/etc/passwd", "/home/userx/a", "/home/user/../x",
+                                           "a/../../etc", "/tmp/x",        "/workspace/a",
+                                           ".." };
+        char out[256];
+        const char *why = NULL;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                why = NULL;
+                cr_assert_eq(e2b_work_path(bad[i], out, sizeof(out), &why), -EINVAL, "%s", bad[i]);
+                cr_assert_not_null(why);
+        }
+        cr_assert_eq(e2b_work_path("/home/user/abcdef", out, 4, &why), -E2BIG);
+}
+
+Test(e2b, templates_name_profiles)
+{
+        cr_assert_str_eq(e2b_template_profile("code-interpreter-v1"), "default");
+        cr_assert_str_eq(e2b_template_profile("base"), "default");
+        cr_assert_str_eq(e2b_template_profile(NULL), "default");
+        cr_assert_str_eq(e2b_template_profile("minimal"), "minimal");
+}
+
+Test(e2b, envelope_round_trip)
+{
+        char *buf = NULL;
+        size_t len = 0, used, n;
+        const char *msg;
+        unsigned flags;
+
+        cr_assert_eq(e2b_envelope_append(&buf, &len, 0, "{\"a\":1}", 7), 0);
+        cr_assert_eq(e2b_envelope_append(&buf, &len, E2B_ENVELOPE_END_STREAM, "{}", 2), 0);
+        cr_assert_eq(len, 5 + 7 + 5 + 2);
+        cr_assert_eq((unsigned char) buf[0], 0);
+        cr_assert_eq((unsigned char) buf[4], 7);
+
+        cr_assert_eq(e2b_envelope_decode(buf, len, &flags, &msg, &n, &used), 0);
+        cr_assert_eq(flags, 0);
+        cr_assert_eq(n, 7);
+        cr_assert(memcmp(msg, "{\"a\":1}", 7) == 0);
+        cr_assert_eq(used, 12);
+        cr_assert_eq(e2b_envelope_decode(buf + used, len - used, &flags, &msg, &n, &used), 0);
+        cr_assert_eq(flags, E2B_ENVELOPE_END_STREAM);
+        cr_assert_eq(n, 2);
+        free(buf);
+}
+
+Test(e2b, envelope_refuses_short_big_and_compressed)
+{
+        const char *msg;
+        size_t n, used;
+        unsigned flags;
+
+        cr_assert_eq(e2b_envelope_decode("\0\0\0", 3, &flags, &msg, &n, &used), -EAGAIN);
+        cr_assert_eq(e2b_envelope_decode("\0\0\0\0\x09{}", 7, &flags, &msg, &n, &used), -EAGAIN);
+        cr_assert_eq(e2b_envelope_decode("\0\x7f\0\0\0", 5, &flags, &msg, &n, &used), -E2BIG);
+        cr_assert_eq(e2b_envelope_decode("\x01\0\0\0\x02{}", 7, &flags, &msg, &n, &used),
+                     -EOPNOTSUPP);
+}
+
+Test(e2b, execution_events)
+{
+        json_t *result = json_loads(
+                "{\"result\": \"42\", \"execution_count\": 3,"
+                " \"outputs\": [{\"data\": {\"image/png\": \"iVBO\", \"text/plain\": \"<Figure>\","
+                " \"application/x-custom\": \"c\"}, \"main\": false}],"
+                " \"error\": {\"name\": \"ZeroDivisionError\", \"value\": \"division by zero\","
+                " \"traceback\": \"Traceback...\"}}",
+                0, NULL);
+        json_t *events = e2b_execution_events(result), *ev;
+
+        cr_assert_not_null(events);
+        cr_assert_eq(json_array_size(events), 5);
+        ev = json_array_get(events, 0);
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "type")), "result");
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "png")), "iVBO");
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "text")), "<Figure>");
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "application/x-custom")), "c");
+        cr_assert(json_is_false(json_object_get(ev, "is_main_result")));
+        ev = json_array_get(events, 1);
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "text")), "42");
+        cr_assert(json_is_true(json_object_get(ev, "is_main_result")));
+        ev = json_array_get(events, 2);
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "type")), "error");
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "name")), "ZeroDivisionError");
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "traceback")), "Traceback...");
+        ev = json_array_get(events, 3);
+        cr_assert_eq(json_integer_value(json_object_get(ev, "execution_count")), 3);
+        ev = json_array_get(events, 4);
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "type")), "end_of_execution");
+        json_decref(events);
+        json_decref(result);
+}
+
+Test(e2b, connect_codes_and_base64)
+{
+        char *b;
+
+        cr_assert_eq(e2b_connect_http_status("not_found"), 404);
+        cr_assert_eq(e2b_connect_http_status("unimplemented"), 501);
+        cr_assert_eq(e2b_connect_http_status("nonsense"), 500);
+        cr_assert_str_eq(e2b_connect_code(-ENOENT), "not_found");
+        cr_assert_str_eq(e2b_connect_code(-EOPNOTSUPP), "unimplemented");
+        b = e2b_base64_encode("hello\n", 6);
+        cr_assert_str_eq(b, "aGVsbG8K");
+        free(b);
+        b = e2b_base64_encode("ab", 2);
+        cr_assert_str_eq(b, "YWI=");
+        free(b);
+}
+
+Test(e2b, tokens_survive_a_new_store_and_compare_exactly)
+{
+        char dir[] = "/tmp/airlock-test-e2b-XXXXXX", path[64];
+        struct airlock_error err = { { 0 } };
+        char token[E2B_TOKEN_LEN + 1], again[E2B_TOKEN_LEN + 1], tmpl[64], wrong[E2B_TOKEN_LEN + 1];
+        struct e2b *e = NULL;
+
+        cr_assert_not_null(mkdtemp(dir));
+        cr_assert_eq(e2b_new(dir, &e, &err), 0, "%s", err.msg);
+        cr_assert_eq(e2b_token_check(e, SID, "x"), -ENOENT);
+        cr_assert_eq(e2b_token_issue(e, SID, "code-interpreter-v1", token, tmpl), 0);
+        cr_assert_eq(strlen(token), E2B_TOKEN_LEN);
+        cr_assert_str_eq(tmpl, "code-interpreter-v1");
+        cr_assert_eq(e2b_token_check(e, SID, token), 0);
+        memcpy(wrong, token, sizeof(wrong));
+        wrong[E2B_TOKEN_LEN - 1] ^= 1;
+        cr_assert_eq(e2b_token_check(e, SID, wrong), -EACCES);
+        cr_assert_eq(e2b_token_check(e, SID, NULL), -EACCES);
+        cr_assert_eq(e2b_token_check(e, SID, ""), -EACCES);
+        e = e2b_free(e);
+
+        /* A restarted daemon: the same token for the same session, not a new one. */
+        cr_assert_eq(e2b_new(dir, &e, &err), 0, "%s", err.msg);
+        cr_assert_eq(e2b_token_issue(e, SID, "base", again, tmpl), 0);
+        cr_assert_str_eq(again, token);
+        cr_assert_str_eq(tmpl, "code-interpreter-v1");
+        e2b_forget(e, SID);
+        cr_assert_eq(e2b_token_check(e, SID, token), -ENOENT);
+        e2b_free(e);
+        (void) snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+        cr_assert_eq(system(path), 0);
+}
+
+Test(e2b, contexts)
+{
+        struct airlock_error err = { { 0 } };
+        struct e2b_context c, got;
+        struct e2b *e = NULL;
+        json_t *list;
+
+        cr_assert_eq(e2b_new(NULL, &e, &err), 0);
+        cr_assert_eq(e2b_context_add(e, SID, "bash", "/home/user", &c), 0);
+        cr_assert_eq(e2b_context_get(e, SID, c.id, &got), 0);
+        cr_assert_str_eq(got.language, "bash");
+        cr_assert_eq(e2b_context_get(e, "s-ffffffffffffffffffffffff", c.id, &got), -ENOENT);
+        list = e2b_context_list(e, SID);
+        cr_assert_eq(json_array_size(list), 1);
+        json_decref(list);
+        for (int i = 1; i < E2B_CONTEXTS_MAX; i++)
+                cr_assert_eq(e2b_context_add(e, SID, "python", "/home/user", &got), 0);
+        cr_assert_eq(e2b_context_add(e, SID, "python", "/home/user", &got), -EUSERS);
+        cr_assert_eq(e2b_context_remove(e, SID, c.id), 0);
+        cr_assert_eq(e2b_context_remove(e, SID, c.id), -ENOENT);
+        e2b_free(e);
+}
