@@ -1,7 +1,8 @@
 /* `airlock cp`: files in and out of a session of a running daemon, docker-cp style, over the
  * files API (docs/API.md): a file is one PUT or GET, a directory (-r) a walk that PUTs each file
  * or lists and GETs each one. The daemon checks every path beneath /work; this file only builds
- * them, and never follows a link it finds on either side. */
+ * them, and never follows a link it finds on either side (a link named on the command line is
+ * the user's own, followed as cp follows it). */
 #include "cli.h"
 #include "client.h"
 #include "output.h"
@@ -413,8 +414,9 @@ static int copy_in(struct cp_ctx *x, const struct cp_args *a, const struct cp_en
         return put_file(x, src->path, target);
 }
 
-/* Writes one remote file to the local path ("-" = standard output). */
-static int get_file(struct cp_ctx *x, const char *remote, const char *local)
+/* Writes one remote file to the local path ("-" = standard output). nofollow: local is a name
+ * the session chose (inside a copied tree), so a link already there is not written through. */
+static int get_file(struct cp_ctx *x, const char *remote, const char *local, bool nofollow)
 {
         _cleanup_free_ char *url = files_url(x->id, remote, false);
         _cleanup_close_ int fd = -EBADF;
@@ -433,8 +435,11 @@ static int get_file(struct cp_ctx *x, const char *remote, const char *local)
                 free(resp.body);
                 return -EPROTO;
         }
-        fd = strcmp(local, "-") == 0 ? dup(1)
-                                     : open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        fd = strcmp(local, "-") == 0
+                     ? dup(1)
+                     : open(local,
+                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0),
+                            0644);
         r = fd < 0 ? -errno : write_full(fd, resp.body ? resp.body : "", resp.len);
         free(resp.body);
         if (r < 0)
@@ -478,10 +483,17 @@ static int get_tree(struct cp_ctx *x, const char *remote, json_t *listing, const
                 if (!lpath)
                         return -ENOMEM;
                 if (strcmp(type, "file") == 0) {
-                        if (get_file(x, path, lpath) == -ENOMEM)
+                        if (get_file(x, path, lpath, true) == -ENOMEM)
                                 return -ENOMEM;
                 } else if (strcmp(type, "directory") == 0 && depth < CP_DEPTH_MAX) {
                         _cleanup_(json_decrefp) json_t *sub = NULL;
+                        struct stat st;
+                        /* The session chose the name: a local link of that name (to a
+                         * directory elsewhere) is not descended into. */
+                        if (lstat(lpath, &st) == 0 && !S_ISDIR(st.st_mode)) {
+                                local_failed(x, lpath, S_ISLNK(st.st_mode) ? -ELOOP : -EEXIST);
+                                continue;
+                        }
                         if (remote_kind(x, path, &sub) == 'd' &&
                             get_tree(x, path, sub, lpath, depth + 1) == -ENOMEM)
                                 return -ENOMEM;
@@ -529,7 +541,7 @@ static int copy_out(struct cp_ctx *x, const struct cp_args *a, const struct cp_e
                 return -ENOMEM;
         if (kind == 'd')
                 return get_tree(x, src->path, listing, target, 0);
-        return get_file(x, src->path, target);
+        return get_file(x, src->path, target, false);
 }
 
 static int parse_args(int argc, char **argv, struct cp_args *a)

@@ -995,6 +995,20 @@ static int exec_cwd_resolve(const struct sandbox *sb, const char *cwd, char **re
                                                  "below /work may be given",
                                                  jail_isolation_to_string(sb->mode));
                 rest = cwd[5] == '/' ? cwd + 6 : cwd + 5;
+                /* Mapped onto a host directory: a ".." would lead out of it, to the common
+                 * parent of every session's /work. (A relative cwd has none: the API refused
+                 * it.) */
+                for (const char *p = rest; *p;) {
+                        size_t len = strcspn(p, "/");
+                        if (len == 2 && p[0] == '.' && p[1] == '.')
+                                return airlock_error_set(
+                                        err, -EINVAL,
+                                        "cwd: in the %s isolation mode only directories below "
+                                        "/work may be given, named without '..'",
+                                        jail_isolation_to_string(sb->mode));
+                        p += len;
+                        p += *p == '/';
+                }
         }
         n = *rest ? asprintf(ret_path, "%s/%s", work, rest) : asprintf(ret_path, "%s", work);
         return n < 0 ? -ENOMEM : 0;

@@ -5,7 +5,7 @@ import base64
 
 import pytest
 
-from airlock_daemon import daemon_fixture, sessions_fixture
+from airlock_daemon import daemon_fixture, sessions_fixture, start_daemon_or_fail
 
 daemon = daemon_fixture(pytest)
 sessions = sessions_fixture(pytest)
@@ -137,6 +137,25 @@ def test_cwd_and_env_refused(daemon, sessions):
     refused(daemon, "/execute", {"code": "1", "cwd": "missing"}, "cwd")
     # The session is still fine after all that.
     assert daemon.execute(sid, "1 + 1")["result"] == "2"
+
+
+def test_cwd_in_the_process_mode_stays_below_work():
+    """In the process mode /work is a host directory that a cwd is mapped onto: a '..' in an
+    absolute cwd would lead out of it (to the sessions' common parent on the host), which
+    docs/API.md says is refused there."""
+    d = start_daemon_or_fail(pytest, args=("--pool-size", "0", "--isolation", "process"))
+    try:
+        sid = d.create_session()
+        d.execute(sid, "import os\nos.makedirs('sub')")
+        out = d.execute(sid, "import os\nprint(os.path.basename(os.getcwd()))", cwd="/work/sub")
+        assert out["stdout"] == "sub\n", out
+        for cwd in ("/work/..", "/work/../..", "/work/sub/../.."):
+            msg = refused(d, f"/v1/sessions/{sid}/execute", {"code": "1", "cwd": cwd}, "cwd")
+            assert "below /work" in msg, (cwd, msg)
+        refused(d, "/execute", {"code": "1", "cwd": "/work/../.."}, "cwd")
+    finally:
+        _, problems = d.stop()
+    assert not problems, problems
 
 
 # ------------------------------------------------------------------------------------------

@@ -339,6 +339,32 @@ def test_cp_file_onto_a_directory_and_directory_onto_a_file(daemon, sessions, tm
     assert get(daemon, sid, "f.txt") == b"file"
 
 
+def test_cp_out_does_not_write_through_links_in_the_local_tree(daemon, sessions, tmp_path):
+    """The names inside a copied tree are the session's (its code chose them): a local link of
+    the same name in a directory that is copied into again is not followed, so a session
+    cannot make `cp -r` write outside the directory the user named."""
+    sid = sessions.new()
+    put(daemon, sid, "out/f.txt", b"from the session")
+    put(daemon, sid, "out/d/g.txt", b"from the session")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    outside_dir = tmp_path / "outside-dir"
+    outside_dir.mkdir()
+    local = tmp_path / "dl" / "out"
+    local.mkdir(parents=True)
+    (local / "f.txt").symlink_to(outside)
+    (local / "d").symlink_to(outside_dir)
+    p = cli(daemon, "cp", "-r", f"{sid}:out", "dl", cwd=tmp_path)
+    assert outside.read_text() == "keep", p.err
+    assert list(outside_dir.iterdir()) == [], p.err
+    assert p.returncode == 1, p.err
+    assert "'dl/out/f.txt': a symbolic link, not followed" in p.err, p.err
+    assert "'dl/out/d': a symbolic link, not followed" in p.err, p.err
+    # A name the user gave on the command line is theirs: followed, as cp does.
+    p = cli(daemon, "cp", f"{sid}:out/f.txt", "dl/out/f.txt", cwd=tmp_path)
+    assert p.returncode == 0 and outside.read_text() == "from the session", p.err
+
+
 def test_cli_help_names_the_new_commands(tmp_path):
     p = cli(None, "--help", cwd=tmp_path)
     assert " cp " in p.text and "create" in p.text, p.text

@@ -71,7 +71,8 @@ def _execute(transport, path, body, timeout, on_stdout, on_stderr, on_output):
 
 
 def run(code, files=None, *, language="python", profile=None, timeout=None, stdin=None,
-        env=None, url=None, token=None, on_stdout=None, on_stderr=None, on_output=None):
+        env=None, cwd=None, url=None, token=None, on_stdout=None, on_stderr=None,
+        on_output=None):
     """Runs code once in a fresh sandbox that is gone afterwards (POST /execute). files:
     {"relative/path": bytes or str} written into /work first; the Execution's `files` carry
     the content of what the code created or changed (Execution.file(path))."""
@@ -80,6 +81,7 @@ def run(code, files=None, *, language="python", profile=None, timeout=None, stdi
     _put(body, "timeout", timeout)
     _put(body, "stdin", stdin)
     _put(body, "env", env)
+    _put(body, "cwd", cwd)
     if files:
         body["files"] = {p: base64.b64encode(d.encode() if isinstance(d, str) else d).decode()
                          for p, d in files.items()}

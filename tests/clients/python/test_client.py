@@ -518,6 +518,13 @@ def test_oneshot_run_with_files(client_env):
     assert base64.b64decode(raw["blob.bin"]["content"]) == bytes(range(256))
     ex = airlock.run("print(input())", stdin="fed")
     assert ex.stdout == "fed\n", ex.raw
+    # The one-shot takes the call's env and cwd too (the API's execute fields).
+    ex = airlock.run("import os\nprint(os.getcwd(), os.environ['GREETING'])", cwd="sub",
+                     env={"GREETING": "hi"}, files={"sub/x": b""})
+    assert ex.stdout == "/work/sub hi\n", ex.raw
+    with pytest.raises(airlock.BadRequestError) as e:
+        airlock.run("1", cwd="missing")
+    assert e.value.field == "cwd", e.value
 
 
 # ------------------------------------------------------------------------------------------
