@@ -1822,24 +1822,36 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         return 0;
 }
 
-int session_execute(struct session *s, const struct exec_request *req, json_t **ret_result,
-                    struct airlock_error *err)
+/* What an execute request asks of the profile and of its own fields, checked before any
+ * sandbox is touched (a one-shot checks it before it makes one). */
+static int check_request(const struct profile *p, const struct exec_request *req,
+                         struct airlock_error *err)
 {
-        struct session *live = NULL;
         char langs[64];
-        int r;
 
         if (req->language && strcmp(req->language, "python") != 0 &&
             strcmp(req->language, "bash") != 0 && strcmp(req->language, "javascript") != 0)
                 return airlock_error_set(err, -EINVAL,
                                          "language: expected python, bash or javascript");
-        if (!profile_allows_language(s->profile, req->language))
+        if (!profile_allows_language(p, req->language))
                 return airlock_error_set(err, -EINVAL,
                                          "language: profile '%s' does not allow %s (its "
                                          "languages: %s)",
-                                         s->profile->name, req->language ? req->language : "python",
-                                         profile_languages_text(s->profile, langs, sizeof(langs)));
-        if ((req->stdin_text || req->env || req->cwd) && (r = check_call(req, err)) < 0)
+                                         p->name, req->language ? req->language : "python",
+                                         profile_languages_text(p, langs, sizeof(langs)));
+        if (req->stdin_text || req->env || req->cwd)
+                return check_call(req, err);
+        return 0;
+}
+
+int session_execute(struct session *s, const struct exec_request *req, json_t **ret_result,
+                    struct airlock_error *err)
+{
+        struct session *live = NULL;
+        int r;
+
+        r = check_request(s->profile, req, err);
+        if (r < 0)
                 return r;
         r = acquire(s, true, &live, err);
         if (r < 0)
@@ -2087,9 +2099,17 @@ int session_run_once_files(struct session_manager *mgr, const struct session_cre
         struct session_create_options o = opts ? *opts : (struct session_create_options){ 0 };
         struct exec_request once = *req;
         struct session *s = NULL;
+        struct profile_slot *slot;
         char id[SESSION_ID_LEN + 1];
         int r;
 
+        pthread_mutex_lock(&mgr->lock);
+        r = session_profile_slot(mgr, o.profile ? o.profile : "default", &slot, err);
+        if (r >= 0)
+                r = check_request(slot->profile, req, err);
+        pthread_mutex_unlock(&mgr->lock);
+        if (r < 0)
+                return r;
         o.ephemeral = true;
         r = session_create(mgr, &o, &s, err);
         if (r < 0)

@@ -233,9 +233,20 @@ def test_profile_without_javascript_refuses(daemon, sessions, profile):
     assert body.get("field") == "language", body
     assert f"profile '{profile}' does not allow javascript" in body["error"], body
     assert "(its languages: python)" in body["error"], body
+    before = creates(daemon, profile)
     r = daemon.post("/execute", json={"code": "1", "language": "javascript",
                                       "profile": profile})
     assert r.status_code == 400 and "does not allow javascript" in r.text, r.text
+    # The one-shot is refused before a sandbox is taken for it.
+    assert creates(daemon, profile) == before
+
+
+def creates(daemon, profile):
+    """How many sandboxes the profile has handed to sessions and one-shots so far."""
+    r = daemon.get("/v1/profiles")
+    assert r.status_code == 200, r.text
+    pool = next(p["pool"] for p in r.json()["profiles"] if p["name"] == profile)
+    return sum(pool["creates"].values())
 
 
 def test_unknown_language_names_javascript(daemon, sessions):
