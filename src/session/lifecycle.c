@@ -162,7 +162,6 @@ void lifecycle_checkpoint(struct session *s)
 {
         struct session_manager *mgr = s->mgr;
         struct airlock_error err = { { 0 } };
-        _cleanup_free_ char *info = NULL;
         json_t *meta = NULL;
         uint64_t t0 = now_ns();
         int r;
@@ -181,15 +180,14 @@ void lifecycle_checkpoint(struct session *s)
                 json_decref(s->saved);
                 s->saved = TAKE_PTR(meta);
                 s->dirty = false;
-                info = session_info_json(s);
         } else {
                 /* Not again before another quiet period. */
                 s->last_used_ns = now_ns();
         }
         pthread_mutex_unlock(&s->lock);
         leave_saving(s);
-        if (info) {
-                (void) store_session_update(mgr->store, s->id, info);
+        if (r >= 0) {
+                session_store_info(s);
                 log_debug("session=%s msg=\"checkpoint saved\" ms=%.1f", s->id,
                           (now_ns() - t0) / 1e6);
         } else {

@@ -180,6 +180,11 @@ void session_remember_ended(struct session_manager *mgr, const char *id, bool lo
                             const char *reason);
 /* The facts the store keeps of a session, as JSON text (caller frees). s->lock held. */
 char *session_info_json(const struct session *s);
+
+/* Writes the session's facts to its store row as they are now. The row is computed and written
+ * under the manager's lock, as PATCH and stop write theirs, so that of two writers the later
+ * one always writes the newer facts. Takes the manager's lock and s->lock: call with neither. */
+void session_store_info(struct session *s);
 /* Sets "metadata", "timeout_s" and "stops_at" of a session description o. */
 void session_describe_patchable(json_t *o, const json_t *metadata, uint64_t timeout_ms,
                                 time_t stops_at);

@@ -1188,6 +1188,22 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         return 0;
 }
 
+void session_store_info(struct session *s)
+{
+        struct session_manager *mgr = s->mgr;
+        _cleanup_free_ char *info = NULL;
+
+        if (!mgr->store || s->ephemeral)
+                return;
+        pthread_mutex_lock(&mgr->lock);
+        pthread_mutex_lock(&s->lock);
+        info = session_info_json(s);
+        pthread_mutex_unlock(&s->lock);
+        if (info)
+                (void) store_session_update(mgr->store, s->id, info);
+        pthread_mutex_unlock(&mgr->lock);
+}
+
 int session_find(struct session_manager *mgr, const char *id, struct session **ret_session)
 {
         struct session *s;
@@ -1751,8 +1767,7 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         struct session_manager *mgr = s->mgr;
         struct cgroup_usage u;
         json_t *result = NULL;
-        _cleanup_free_ char *info = NULL;
-        bool lost, files_changed = false;
+        bool lost, first, files_changed = false;
         int r;
 
         r2.interrupt_grace_ms = mgr->cfg.interrupt_grace_ms;
@@ -1780,11 +1795,10 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
                 s->peak_memory = u.memory_peak;
         /* Once per session, at its first cell: the store learns that it has variables to lose,
          * so that a crash before its first checkpoint is reported as such on resume. */
-        if (s->exec_count == 1 && !s->saved && !s->ephemeral && mgr->store)
-                info = session_info_json(s);
+        first = s->exec_count == 1 && !s->saved && !s->ephemeral && mgr->store;
         pthread_mutex_unlock(&s->lock);
-        if (info)
-                (void) store_session_update(mgr->store, s->id, info);
+        if (first)
+                session_store_info(s);
 
         /* Files a call made are on disk before the call returns, so a crash of the daemon
          * does not lose them (the variables wait for the next checkpoint). */
