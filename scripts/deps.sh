@@ -15,6 +15,8 @@ packages=(
         nodejs
         # tests and checks
         libcriterion-dev python3-pytest python3-requests clang-format
+        # the dashboard's tests (tests/ui): a real headless browser, and a font to draw with
+        chromium fonts-dejavu-core python3-pil
         # the Python client's offline install (pip install --no-build-isolation --no-index)
         python3-pip python3-setuptools python3-wheel
 )

@@ -43,6 +43,8 @@ run $py -m pytest -q -p no:cacheprovider tests/e2e
 # with Debian's pip into a temporary directory.
 run $py -m pytest -q -p no:cacheprovider tests/clients/python
 run tests/mcp/run.sh
+# The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to tests/ui/artefacts/.
+run $py -m pytest -q -p no:cacheprovider tests/ui
 run $py -m pytest -q -p no:cacheprovider tests/hostile
 run env AIRLOCK_HOSTILE_VIA=daemon $py -m pytest -q -p no:cacheprovider tests/hostile
 

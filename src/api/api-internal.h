@@ -125,6 +125,9 @@ const char *api_header(struct api_request *req, const char *name);
 /* Handlers, one file per route group. */
 int api_handle_healthz(struct api_request *req);            /* routes-health.c */
 int api_handle_profiles(struct api_request *req);           /* routes-health.c */
+int api_handle_executions(struct api_request *req);         /* routes-executions.c */
+int api_handle_ui(struct api_request *req);                 /* routes-ui.c */
+int api_handle_ui_asset(struct api_request *req);           /* routes-ui.c */
 int api_handle_execute_once(struct api_request *req);       /* routes-execute.c */
 int api_handle_session_execute(struct api_request *req);    /* routes-execute.c */
 int api_handle_session_create(struct api_request *req);     /* routes-sessions.c */

@@ -103,10 +103,34 @@ static enum MHD_Result scan_metadata_arg(void *cls, enum MHD_ValueKind kind, con
         return q->r < 0 ? MHD_NO : MHD_YES;
 }
 
+/* ?usage=live: each live session's usage gains what its cgroup says now (memory_current_bytes,
+ * cpu_total_ms), for views that poll (the dashboard's sparklines). Opt-in: it reads a few
+ * kernel files per session. */
+static void add_usage_now(struct session_manager *mgr, json_t *list)
+{
+        json_t *d;
+        size_t i;
+
+        json_array_foreach (list, i, d) {
+                const char *id = json_string_value(json_object_get(d, "id"));
+                json_t *usage = json_object_get(d, "usage"), *now;
+                struct session *s = NULL;
+
+                if (!id || !json_is_object(usage) || session_find(mgr, id, &s) < 0)
+                        continue;
+                now = session_usage_now(s);
+                session_unref(s);
+                if (now)
+                        (void) json_object_update(usage, now);
+                json_decref(now);
+        }
+}
+
 int api_handle_session_list(struct api_request *req)
 {
         static const char *const states[] = { "idle", "busy", "stopped", "live", NULL };
         const char *state = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "state");
+        const char *usage = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "usage");
         struct list_query q = { 0 };
         json_t *list;
         bool known = !state;
@@ -116,6 +140,9 @@ int api_handle_session_list(struct api_request *req)
         if (!known)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "state",
                                        "state: expected idle, busy, stopped or live");
+        if (usage && strcmp(usage, "live") != 0)
+                return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "usage",
+                                       "usage: expected live (or leave it out)");
         (void) MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, scan_metadata_arg, &q);
         if (q.r < 0) {
                 json_decref(q.filter);
@@ -127,6 +154,8 @@ int api_handle_session_list(struct api_request *req)
         json_decref(q.filter);
         if (!list)
                 return -ENOMEM;
+        if (usage)
+                add_usage_now(req->srv->mgr, list);
         return api_reply_json(req, MHD_HTTP_OK, json_pack("{s:o}", "sessions", list));
 }
 

@@ -44,6 +44,10 @@
 static const struct api_route routes[] = {
         { "GET", "/healthz", api_handle_healthz, false, API_JSON_BODY_MAX },
         { "GET", "/v1/profiles", api_handle_profiles, true, API_JSON_BODY_MAX },
+        { "GET", "/v1/executions", api_handle_executions, true, API_JSON_BODY_MAX },
+        /* The dashboard: static, no data in it, so no token (docs/DASHBOARD.md). */
+        { "GET", "/ui", api_handle_ui, false, API_JSON_BODY_MAX },
+        { "GET", "/ui/{id}", api_handle_ui_asset, false, API_JSON_BODY_MAX },
         { "POST", "/execute", api_handle_execute_once, true, API_JSON_BODY_MAX },
         { "POST", "/v1/sessions", api_handle_session_create, true, API_JSON_BODY_MAX },
         { "GET", "/v1/sessions", api_handle_session_list, true, API_JSON_BODY_MAX },

@@ -18,6 +18,7 @@
 #include "openai/openai.h"
 #include "profile/profile.h"
 #include "responses/responses.h"
+#include "session/recent.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -63,6 +64,9 @@ static const char serve_help[] =
         "                          zygote share its memory layout and hash secret\n"
         "      --zygote-max-age S  replace a profile's zygote once it is this old\n"
         "                          (default 10m, 0 = no limit)\n"
+        "      --recent-executions N  executions kept in memory, code and output cut\n"
+        "                          short, for GET /v1/executions and /ui (default 256,\n"
+        "                          0 = none kept)\n"
         "      --idle-timeout S    the old name of --stop-after\n"
         "      --allow-host HOST   also accept this Host header (repeatable)\n"
         "      --max-upload N      largest file POST /v1/files and\n"
@@ -133,6 +137,7 @@ struct serve_args {
         unsigned max_connections, max_connections_per_client;
         uint64_t request_timeout_ms, keepalive_timeout_ms;
         unsigned zygote_max_sessions; /* SESSION_ZYGOTE_NEVER for 0 */
+        unsigned recent_executions;   /* SESSION_RECENT_OFF for 0; 0 = the default */
         uint64_t zygote_max_age_ms;   /* SESSION_ZYGOTE_NEVER for 0 */
         const char *llm_base_url, *llm_model, *llm_api_key;
         uint64_t llm_timeout_ms;
@@ -174,6 +179,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_MAX_UPLOAD,
                 OPT_ZYGOTE_MAX_SESSIONS,
                 OPT_ZYGOTE_MAX_AGE,
+                OPT_RECENT_EXECUTIONS,
                 OPT_ALLOW_HOST,
                 OPT_MAX_CONNECTIONS,
                 OPT_MAX_CONNECTIONS_PER_CLIENT,
@@ -202,6 +208,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "max-upload", required_argument, NULL, OPT_MAX_UPLOAD },
                 { "zygote-max-sessions", required_argument, NULL, OPT_ZYGOTE_MAX_SESSIONS },
                 { "zygote-max-age", required_argument, NULL, OPT_ZYGOTE_MAX_AGE },
+                { "recent-executions", required_argument, NULL, OPT_RECENT_EXECUTIONS },
                 { "allow-host", required_argument, NULL, OPT_ALLOW_HOST },
                 { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
                 { "max-connections-per-client", required_argument, NULL,
@@ -295,6 +302,13 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 return -EINVAL;
                         if (a->zygote_max_sessions == 0)
                                 a->zygote_max_sessions = SESSION_ZYGOTE_NEVER;
+                        break;
+                case OPT_RECENT_EXECUTIONS:
+                        if (parse_uint("--recent-executions", optarg, 0, RECENT_CAPACITY_MAX,
+                                       &a->recent_executions) < 0)
+                                return -EINVAL;
+                        if (a->recent_executions == 0)
+                                a->recent_executions = SESSION_RECENT_OFF;
                         break;
                 case OPT_ZYGOTE_MAX_AGE:
                         if (parse_duration_flag("--zygote-max-age", optarg, 0,
@@ -603,6 +617,7 @@ int cmd_serve(int argc, char **argv)
                                                   .max_session_memory = a.max_session_memory,
                                                   .zygote_max_sessions = a.zygote_max_sessions,
                                                   .zygote_max_age_ms = a.zygote_max_age_ms,
+                                                  .recent_executions = a.recent_executions,
                                                   .interrupt_grace_ms = 2000,
                                                   .state_dir = state_dir,
                                                   .hub = hub },

@@ -132,6 +132,7 @@ struct session_manager {
         uint64_t next_deletion_scan_ns;
         uint64_t next_liveness_scan_ns; /* reap_dead(): sessions and pool members killed idle */
         struct store *store;            /* NULL without a state directory */
+        struct recent *recent;          /* the last executions; NULL when turned off */
         /* The cgroup parent of every sandbox of ours; cfg.features points at scope.features. */
         struct scope scope;
         /* Sandboxes of ended sessions, already killed, waiting for the worker to reap them and

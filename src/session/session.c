@@ -10,6 +10,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "recent.h"
 #include "session-internal.h"
 #include "session-table.h"
 #include "snapshot.h"
@@ -848,6 +849,18 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                                          "cannot find airlock-runner (set AIRLOCK_RUNNER)");
         }
 
+        if (cfg->recent_executions != SESSION_RECENT_OFF) {
+                r = recent_new(cfg->recent_executions ? cfg->recent_executions
+                                                      : RECENT_CAPACITY_DEFAULT,
+                               &mgr->recent);
+                if (r < 0) {
+                        session_manager_free(mgr);
+                        return airlock_error_set(err, r,
+                                                 "recent executions: expected 1 to %d, not %u",
+                                                 RECENT_CAPACITY_MAX, cfg->recent_executions);
+                }
+        }
+
         if (cfg->state_dir) {
                 r = store_open(cfg->state_dir, &mgr->store, err);
                 if (r < 0) {
@@ -994,6 +1007,7 @@ void session_manager_free(struct session_manager *mgr)
         }
         free(mgr->runner_path);
         store_close(mgr->store);
+        recent_free(mgr->recent);
         scope_close(&mgr->scope);
         free(mgr->profiles);
         free(mgr->sessions);
@@ -1303,6 +1317,29 @@ json_t *session_describe(struct session *s)
                 session_describe_patchable(o, s->metadata, s->timeout_ms, s->stops_at);
         pthread_mutex_unlock(&s->lock);
         return o;
+}
+
+json_t *session_usage_now(struct session *s)
+{
+        struct cgroup_usage u;
+        int r = -ENODATA;
+
+        pthread_mutex_lock(&s->lock);
+        if (s->sb && sandbox_is_alive(s->sb))
+                r = sandbox_usage(s->sb, &u);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return NULL;
+        return json_pack(
+                "{s:o, s:o}", "memory_current_bytes",
+                u.memory_current ? json_integer((json_int_t) u.memory_current) : json_null(),
+                "cpu_total_ms", u.has_cpu ? json_real((double) u.cpu_usec / 1000.0) : json_null());
+}
+
+json_t *session_recent_executions(struct session_manager *mgr, unsigned limit,
+                                  const char *session_id)
+{
+        return recent_list(mgr->recent, limit, session_id);
 }
 
 void session_describe_patchable(json_t *o, const json_t *metadata, uint64_t timeout_ms,
@@ -1649,14 +1686,17 @@ static json_t *profile_json(const struct profile *p)
 /* The state of a profile's warm pool and what creates got from it. Lock held. */
 static json_t *pool_json(const struct profile_slot *slot)
 {
-        unsigned warm = 0;
+        unsigned warm = 0, generation = atomic_load(&slot->generation);
 
         for (unsigned i = 0; i < slot->pool_len; i++)
                 warm += slot->pool[i].warm;
-        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:{s:I, s:I, s:I}}", "size",
+        /* zygote_generation: the current zygote's number, unique in the daemon (0: none yet,
+         * or a cold profile); a new one means the zygote was replaced. */
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:{s:I, s:I, s:I}}", "size",
                          (int) slot->pool_target, "ready", (int) slot->pool_len, "warm", (int) warm,
                          "starting", (int) slot->starting, "warming", (int) slot->warming,
-                         "creates", "warm", (json_int_t) slot->pool_hits_warm, "cold",
+                         "zygote_generation", (json_int_t) generation, "creates", "warm",
+                         (json_int_t) slot->pool_hits_warm, "cold",
                          (json_int_t) slot->pool_hits_cold, "started_on_request",
                          (json_int_t) slot->pool_misses);
 }
@@ -1804,8 +1844,15 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
          * does not lose them (the variables wait for the next checkpoint). */
         if (!lost && files_changed)
                 lifecycle_save_files(s);
-        if (result)
+        if (result) {
                 attach_resume_report(s, result);
+                recent_add(mgr->recent, &(struct recent_exec){ .session_id = s->id,
+                                                               .profile = s->profile->name,
+                                                               .language = req->language,
+                                                               .code = req->code,
+                                                               .one_shot = req->one_shot,
+                                                               .result = result });
+        }
         release_busy(s);
 
         if (lost) {

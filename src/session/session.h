@@ -53,7 +53,12 @@ struct session_manager_config {
          * default (256 sandboxes, 10 minutes); SESSION_ZYGOTE_NEVER = no such limit. */
         unsigned zygote_max_sessions;
         uint64_t zygote_max_age_ms;
+        /* Executions kept in memory for GET /v1/executions and the dashboard (recent.h): 0 =
+         * RECENT_CAPACITY_DEFAULT, SESSION_RECENT_OFF = none kept. */
+        unsigned recent_executions;
 };
+
+#define SESSION_RECENT_OFF UINT32_MAX /* for recent_executions */
 
 #define SESSION_ZYGOTE_NEVER UINT32_MAX /* for zygote_max_sessions and zygote_max_age_ms */
 
@@ -200,6 +205,12 @@ json_t *session_describe_id(struct session_manager *mgr, const char *id);
  * next call on a lost session clearly (404 with the reason) rather than a bare not-found. */
 json_t *session_manager_describe_ended(struct session_manager *mgr, const char *id);
 
+/* The last executions of every session and one-shot run, newest first, at most limit (or only
+ * session_id's, when it is not NULL): recent_list()'s array (recent.h). An empty array when
+ * the manager keeps none (SESSION_RECENT_OFF); NULL on ENOMEM. */
+json_t *session_recent_executions(struct session_manager *mgr, unsigned limit,
+                                  const char *session_id);
+
 /* The profiles the manager can start, as the objects GET /v1/profiles returns. */
 json_t *session_manager_profiles(struct session_manager *mgr);
 
@@ -214,6 +225,12 @@ const char *session_id(const struct session *s);
  *  execution_count, lost_names (not saved at the last stop or checkpoint),
  *  usage: {cpu_ms, peak_memory_bytes, memory_limit_bytes}}. New reference. */
 json_t *session_describe(struct session *s);
+
+/* What a live session's cgroup says now, read from the kernel (a few small files): a new
+ * {memory_current_bytes, cpu_total_ms} (null where the kernel cannot tell), or NULL for a
+ * session without a sandbox (stopped, ended) and on ENOMEM. For views that poll (the
+ * dashboard's sparklines), not for the execute path. */
+json_t *session_usage_now(struct session *s);
 
 /* Runs one cell (req->language "python" or "bash"), resuming the session first if it stopped.
  * On success *ret_result is a new execution object of DESIGN.md section 4 including "state":

@@ -4,6 +4,7 @@
  * session table's index by id (session.c). */
 #include <criterion/criterion.h>
 
+#include "session/recent.h"
 #include "session/sandbox.h"
 #include "session/session-internal.h"
 #include "session/session-table.h"
@@ -301,4 +302,64 @@ Test(session_table, finds_every_session_among_thousands_that_come_and_go)
         free(mgr);
         free(all);
         free(in);
+}
+
+/* The ring of recent executions (recent.c): bounded, newest first, strings cut between
+ * characters. */
+static void add_exec(struct recent *r, const char *sid, const char *code, const char *out)
+{
+        json_t *res = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:I}, s:i, s:[{s:s}]}", "status",
+                                "ok", "stdout", out, "stderr", "", "usage", "wall_ms", 1.5,
+                                "cpu_ms", 1.0, "peak_memory_bytes", (json_int_t) 4096,
+                                "execution_count", 1, "files", "path", "a.txt");
+
+        recent_add(r,
+                   &(struct recent_exec){
+                           .session_id = sid, .profile = "default", .code = code, .result = res });
+        json_decref(res);
+}
+
+Test(recent, keeps_the_newest_and_cuts_between_characters)
+{
+        struct recent *r = NULL;
+        char code[RECENT_CODE_MAX + 64];
+        json_t *list, *x;
+
+        cr_assert_eq(recent_new(0, &r), -EINVAL);
+        cr_assert_eq(recent_new(3, &r), 0);
+        for (int i = 0; i < 5; i++) {
+                char c[16];
+                (void) snprintf(c, sizeof(c), "print(%d)", i);
+                add_exec(r, i % 2 ? "s-odd" : "s-even", c, "out");
+        }
+        cr_assert_eq(recent_count(r), 5);
+        list = recent_list(r, 100, NULL);
+        cr_assert_eq(json_array_size(list), 3);
+        cr_assert_str_eq(json_string_value(json_object_get(json_array_get(list, 0), "code")),
+                         "print(4)");
+        cr_assert_eq(json_integer_value(json_object_get(json_array_get(list, 2), "seq")), 3);
+        json_decref(list);
+        list = recent_list(r, 100, "s-odd");
+        cr_assert_eq(json_array_size(list), 1);
+        json_decref(list);
+        list = recent_list(r, 1, NULL);
+        cr_assert_eq(json_array_size(list), 1);
+        json_decref(list);
+
+        /* "é" is two bytes: a cut at RECENT_CODE_MAX must not split one. */
+        code[0] = 'x';
+        for (size_t i = 1; i + 1 < sizeof(code); i += 2)
+                memcpy(code + i, "\xc3\xa9", 2);
+        code[sizeof(code) - 1] = '\0';
+        add_exec(r, "s-big", code, "");
+        list = recent_list(r, 1, NULL);
+        x = json_array_get(list, 0);
+        cr_assert(json_is_true(json_object_get(x, "code_truncated")));
+        cr_assert_eq(json_integer_value(json_object_get(x, "code_bytes")),
+                     (json_int_t) strlen(code));
+        cr_assert_leq(strlen(json_string_value(json_object_get(x, "code"))), RECENT_CODE_MAX);
+        cr_assert_null(strstr(json_string_value(json_object_get(x, "code")), "\xef\xbf\xbd"));
+        cr_assert_str_eq(json_string_value(json_object_get(x, "files")), "a.txt");
+        json_decref(list);
+        recent_free(r);
 }
