@@ -15,6 +15,8 @@ packages=(
         nodejs
         # tests and checks
         libcriterion-dev python3-pytest python3-requests clang-format
+        # GET /metrics is parsed by a real Prometheus text parser (tests/e2e/test_metrics.py)
+        python3-prometheus-client
         # the Python client's offline install (pip install --no-build-isolation --no-index)
         python3-pip python3-setuptools python3-wheel
 )
