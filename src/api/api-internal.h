@@ -32,6 +32,11 @@ struct api_server {
         struct mcp_http *mcp;                /* /mcp: the MCP sessions */
         enum jail_isolation mode;
         char *token;
+        char *metrics_token;            /* NULL = the API token only */
+        unsigned metrics_top_sessions;  /* GET /metrics: top sessions by memory, 0 = none */
+        bool metrics_only;              /* GET /metrics without a token, nothing else */
+        const struct api_route *routes; /* the route table this server serves */
+        size_t n_routes;
         struct host_allow allow;
         bool check_host; /* false on a unix socket, which no browser can reach */
         int listen_fd;
@@ -124,6 +129,7 @@ const char *api_header(struct api_request *req, const char *name);
 
 /* Handlers, one file per route group. */
 int api_handle_healthz(struct api_request *req);            /* routes-health.c */
+int api_handle_metrics(struct api_request *req);            /* routes-metrics.c */
 int api_handle_profiles(struct api_request *req);           /* routes-health.c */
 int api_handle_executions(struct api_request *req);         /* routes-executions.c */
 int api_handle_ui(struct api_request *req);                 /* routes-ui.c */

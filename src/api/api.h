@@ -38,6 +38,14 @@ struct api_config {
         /* The E2B SDK's surface under /e2b/api and /e2b/sandbox (docs/E2B.md); borrowed, must
          * outlive the server; NULL = those routes are off (404). */
         struct e2b *e2b;
+        /* GET /metrics (docs/METRICS.md): the scrapers' bearer token (copied; the API token is
+         * accepted too), or NULL for the API token alone; and how many sessions get memory and
+         * CPU series (the largest by memory; 0 = none). */
+        const char *metrics_token;
+        unsigned metrics_top_sessions;
+        /* A metrics listener (--metrics-listen): GET /metrics without a token and no other
+         * route; token may then be NULL, and nothing of the API is reachable through it. */
+        bool metrics_only;
         /* Connections (0 = the defaults below). */
         unsigned max_connections;            /* open at once (default 4096) */
         unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)

@@ -163,12 +163,18 @@ static int token_create(const char *state_dir, const char *path, char **ret_toke
 int api_token_load_or_create(const char *state_dir, char **ret_token, bool *ret_created,
                              struct airlock_error *err)
 {
+        return api_token_file_load_or_create(state_dir, TOKEN_FILE, ret_token, ret_created, err);
+}
+
+int api_token_file_load_or_create(const char *state_dir, const char *file, char **ret_token,
+                                  bool *ret_created, struct airlock_error *err)
+{
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
         int r;
 
-        if (asprintf(&path, "%s/%s", state_dir, TOKEN_FILE) < 0)
+        if (asprintf(&path, "%s/%s", state_dir, file) < 0)
                 return -ENOMEM;
         fd = open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) {

@@ -30,6 +30,12 @@ int api_state_dir_make(const char *dir, struct airlock_error *err);
 int api_token_load_or_create(const char *state_dir, char **ret_token, bool *ret_created,
                              struct airlock_error *err);
 
+/* The same for another secret of the daemon, <state_dir>/<file> (e.g. METRICS_TOKEN_FILE), with
+ * the same checks. */
+#define METRICS_TOKEN_FILE "metrics-token"
+int api_token_file_load_or_create(const char *state_dir, const char *file, char **ret_token,
+                                  bool *ret_created, struct airlock_error *err);
+
 /* The client's token: $AIRLOCK_TOKEN if set and not empty, else the first readable token file
  * among dirs (NULL-terminated). Returns 0 with a new string, -ENOENT when none was found, or
  * -errno with err naming the file. */

@@ -13,6 +13,7 @@
 #include "header-check.h"
 #include "listen.h"
 #include "mcp/http.h"
+#include "metrics/metrics.h"
 #include "openai/openai.h"
 #include "session/session.h"
 #include "tools/tools.h"
@@ -40,9 +41,12 @@
 /* Handlers running at once, at most (each holds a worker thread while its cell runs); more
  * wait in the dispatch queue. */
 #define WORKERS_MAX 1024
+#define METRICS_WORKERS_MAX 2 /* a metrics listener: scrapes are short and rare */
 
 static const struct api_route routes[] = {
         { "GET", "/healthz", api_handle_healthz, false, API_JSON_BODY_MAX },
+        /* Its own token (the metrics token or the API token), checked by the handler. */
+        { "GET", "/metrics", api_handle_metrics, false, API_JSON_BODY_MAX },
         { "GET", "/v1/profiles", api_handle_profiles, true, API_JSON_BODY_MAX },
         { "GET", "/v1/executions", api_handle_executions, true, API_JSON_BODY_MAX },
         /* The dashboard: static, no data in it, so no token (docs/DASHBOARD.md). */
@@ -147,6 +151,11 @@ static const struct api_route routes[] = {
           API_JSON_BODY_MAX },
 };
 
+/* A metrics listener (--metrics-listen) serves this alone: no route of it reaches a session. */
+static const struct api_route metrics_routes[] = {
+        { "GET", "/metrics", api_handle_metrics, false, API_JSON_BODY_MAX },
+};
+
 /* Bytes a multipart body may carry beyond its file: boundaries, part headers, small fields. */
 #define UPLOAD_FRAMING_MAX (64u * 1024u)
 
@@ -209,6 +218,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         conn_guard_idle(conn);
         if (!req)
                 return;
+        /* Route templates, never raw paths: an id must not become a label. */
+        if (!srv->metrics_only)
+                metrics_http_request(req->route ? (size_t) (req->route - srv->routes)
+                                                : METRICS_HTTP_UNMATCHED,
+                                     req->status);
         if (log_get_level() <= LOG_INFO) {
                 log_path(req->raw_path ? req->raw_path : "", path, sizeof(path));
                 log_path(req->method, method, sizeof(method));
@@ -295,12 +309,13 @@ static int request_check(struct api_request *req, const char *mhd_method)
                 }
         }
 
-        r = route_find(routes, ELEMENTSOF(routes), req->method, req->raw_path, &req->route,
+        r = route_find(srv->routes, srv->n_routes, req->method, req->raw_path, &req->route,
                        &req->params, allow, sizeof(allow));
         req->openai_errors = r == 0 ? (req->route->flags & API_ROUTE_OPENAI) != 0
                                     : path_is_openai(req->raw_path);
 
-        if (!(r == 0 && !req->route->needs_auth)) {
+        /* A metrics listener has no token: its one route needs none, the rest are 404. */
+        if (!srv->metrics_only && !(r == 0 && !req->route->needs_auth)) {
                 auth = api_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
                 if (!auth || api_bearer_parse(auth, &token, &token_len) < 0 ||
                     !api_token_equal(srv->token, token, token_len)) {
@@ -723,6 +738,37 @@ static int bind_tcp(struct api_server *srv, const struct api_listen *l, int *ret
         return 0;
 }
 
+/* Gives the metrics registry the route table's templates, once per process (the table is
+ * static; the two arrays of pointers into it live as long as the process). */
+static int register_http_metrics(void)
+{
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static const char **methods, **patterns;
+        int r = 0;
+
+        pthread_mutex_lock(&lock);
+        if (!methods) {
+                methods = calloc(ELEMENTSOF(routes), sizeof(*methods));
+                patterns = calloc(ELEMENTSOF(routes), sizeof(*patterns));
+                if (!methods || !patterns) {
+                        free(methods);
+                        free(patterns);
+                        methods = patterns = NULL;
+                        r = -ENOMEM;
+                } else {
+                        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                                methods[i] = routes[i].method;
+                                patterns[i] = routes[i].pattern;
+                        }
+                        r = metrics_http_register(methods, patterns, ELEMENTSOF(routes));
+                        if (r == -EALREADY)
+                                r = 0;
+                }
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
 int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
                    struct airlock_error *err)
 {
@@ -732,7 +778,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         unsigned flags, port = 0, max_conns, keepalive_s;
         int r, family = AF_UNIX;
 
-        if (!cfg->token || !*cfg->token)
+        if (!cfg->metrics_only && (!cfg->token || !*cfg->token))
                 return airlock_error_set(err, -EINVAL, "no API token");
         r = api_listen_parse(cfg->listen, &l, &why);
         if (r < 0)
@@ -749,19 +795,28 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->hub = cfg->hub;
         srv->e2b = cfg->e2b;
         srv->mode = cfg->mode;
+        srv->metrics_only = cfg->metrics_only;
+        srv->metrics_top_sessions = cfg->metrics_top_sessions;
+        srv->routes = cfg->metrics_only ? metrics_routes : routes;
+        srv->n_routes = cfg->metrics_only ? ELEMENTSOF(metrics_routes) : ELEMENTSOF(routes);
         atomic_init(&srv->next_req, 1);
         atomic_init(&srv->in_flight, 0);
         atomic_init(&srv->stopping, false);
-        srv->token = strdup(cfg->token);
-        if (!srv->token) {
+        srv->token = cfg->token ? strdup(cfg->token) : NULL;
+        srv->metrics_token = cfg->metrics_token ? strdup(cfg->metrics_token) : NULL;
+        if ((cfg->token && !srv->token) || (cfg->metrics_token && !srv->metrics_token)) {
                 r = -ENOMEM;
                 goto fail;
         }
-        r = tools_backend_local_new(cfg->mgr, &srv->tools_backend);
-        if (r >= 0)
-                r = mcp_http_new(srv->tools_backend, srv->hub, &srv->mcp);
-        if (r < 0)
-                goto fail;
+        if (!cfg->metrics_only) {
+                r = tools_backend_local_new(cfg->mgr, &srv->tools_backend);
+                if (r >= 0)
+                        r = mcp_http_new(srv->tools_backend, srv->hub, &srv->mcp);
+                if (r >= 0)
+                        r = register_http_metrics();
+                if (r < 0)
+                        goto fail;
+        }
 
         if (l.is_unix) {
                 r = bind_unix(srv, l.path, err);
@@ -780,7 +835,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
                 goto fail;
 
         max_conns = cfg->max_connections ? cfg->max_connections : API_DEFAULT_MAX_CONNECTIONS;
-        r = dispatch_new(WORKERS_MAX, &srv->workers);
+        r = dispatch_new(cfg->metrics_only ? METRICS_WORKERS_MAX : WORKERS_MAX, &srv->workers);
         if (r >= 0)
                 r = conn_guard_new(
                         &(struct conn_guard_config){
@@ -887,6 +942,10 @@ struct api_server *api_server_free(struct api_server *srv)
         if (srv->token) {
                 explicit_bzero(srv->token, strlen(srv->token));
                 free(srv->token);
+        }
+        if (srv->metrics_token) {
+                explicit_bzero(srv->metrics_token, strlen(srv->metrics_token));
+                free(srv->metrics_token);
         }
         free(srv);
         return NULL;

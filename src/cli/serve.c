@@ -95,6 +95,19 @@ static const char serve_help[] =
         "                          approval (airlock.approvals, docs/CHAT.md);\n"
         "                          /v1/responses then refuses code_interpreter\n"
         "\n"
+        "Metrics (docs/METRICS.md): GET /metrics in the Prometheus text format\n"
+        "      --metrics-listen ADDR  also serve GET /metrics, and nothing else, without a\n"
+        "                          token on ADDR (HOST:PORT or unix:/PATH); loopback only\n"
+        "                          unless --metrics-public\n"
+        "      --metrics-public    let --metrics-listen take a non-loopback address: anyone\n"
+        "                          who reaches it reads the metrics (firewall it)\n"
+        "      --metrics-token-file FILE  the token GET /metrics on --listen needs (created\n"
+        "                          when missing); default DIR/metrics-token, or\n"
+        "                          $AIRLOCK_METRICS_TOKEN. The API token works too\n"
+        "      --metrics-top-sessions N  memory and CPU series for the N live sessions\n"
+        "                          using the most memory, labelled by rank, never by id\n"
+        "                          (default 10, 0 = none, at most 100)\n"
+        "\n"
         "Internal tools (docs/TOOLS.md):\n"
         "      --mcp-config FILE   the MCP servers behind airlock, in the mcpServers JSON\n"
         "                          MCP clients read; also AIRLOCK_MCP_CONFIG. Their tools\n"
@@ -144,6 +157,10 @@ struct serve_args {
         unsigned chat_max_rounds;
         bool chat_require_approval;
         const char *mcp_config;
+        const char *metrics_listen;
+        bool metrics_public;
+        const char *metrics_token_file;
+        unsigned metrics_top_sessions;
 };
 
 static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret)
@@ -191,7 +208,11 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_LLM_TIMEOUT,
                 OPT_CHAT_MAX_ROUNDS,
                 OPT_CHAT_REQUIRE_APPROVAL,
-                OPT_MCP_CONFIG
+                OPT_MCP_CONFIG,
+                OPT_METRICS_LISTEN,
+                OPT_METRICS_PUBLIC,
+                OPT_METRICS_TOKEN_FILE,
+                OPT_METRICS_TOP_SESSIONS
         };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -222,6 +243,10 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "chat-max-rounds", required_argument, NULL, OPT_CHAT_MAX_ROUNDS },
                 { "chat-require-approval", no_argument, NULL, OPT_CHAT_REQUIRE_APPROVAL },
                 { "mcp-config", required_argument, NULL, OPT_MCP_CONFIG },
+                { "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
+                { "metrics-public", no_argument, NULL, OPT_METRICS_PUBLIC },
+                { "metrics-token-file", required_argument, NULL, OPT_METRICS_TOKEN_FILE },
+                { "metrics-top-sessions", required_argument, NULL, OPT_METRICS_TOP_SESSIONS },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -363,6 +388,20 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 case OPT_MCP_CONFIG:
                         a->mcp_config = optarg;
                         break;
+                case OPT_METRICS_LISTEN:
+                        a->metrics_listen = optarg;
+                        break;
+                case OPT_METRICS_PUBLIC:
+                        a->metrics_public = true;
+                        break;
+                case OPT_METRICS_TOKEN_FILE:
+                        a->metrics_token_file = optarg;
+                        break;
+                case OPT_METRICS_TOP_SESSIONS:
+                        if (parse_uint("--metrics-top-sessions", optarg, 0, 100,
+                                       &a->metrics_top_sessions) < 0)
+                                return -EINVAL;
+                        break;
                 case OPT_LLM_BASE_URL:
                         a->llm_base_url = optarg;
                         break;
@@ -491,10 +530,95 @@ static void check_nofile(struct session_manager *mgr, unsigned max_sessions, rli
                  need, per, fit);
 }
 
+/* The token GET /metrics needs on --listen: $AIRLOCK_METRICS_TOKEN, else the file
+ * (--metrics-token-file, or DIR/metrics-token), created with a random token when missing.
+ * There is no flag with the token itself: a command line is readable by every local user
+ * (/proc/PID/cmdline). Returns 0 or -errno after saying why on stderr. */
+static int load_metrics_token(const struct serve_args *a, const char *state_dir, char **ret_token)
+{
+        _cleanup_free_ char *copy = NULL;
+        struct airlock_error err = { { 0 } };
+        const char *env = getenv("AIRLOCK_METRICS_TOKEN"), *dir = state_dir,
+                   *file = METRICS_TOKEN_FILE;
+        bool created = false;
+        char *slash;
+        int r;
+
+        if (env && *env) {
+                if (strlen(env) < 16)
+                        log_warn("AIRLOCK_METRICS_TOKEN is shorter than 16 characters: easy to "
+                                 "guess");
+                *ret_token = strdup(env);
+                return *ret_token ? 0 : -ENOMEM;
+        }
+        if (a->metrics_token_file) {
+                copy = strdup(a->metrics_token_file);
+                if (!copy)
+                        return -ENOMEM;
+                slash = strrchr(copy, '/');
+                if (!slash || slash[1] == '\0') {
+                        fprintf(stderr,
+                                "airlock serve: --metrics-token-file '%s': give a path with a "
+                                "directory and a file name (e.g. /etc/airlock/metrics-token)\n",
+                                a->metrics_token_file);
+                        return -EINVAL;
+                }
+                *slash = '\0';
+                dir = copy[0] ? copy : "/";
+                file = slash + 1;
+        }
+        r = api_token_file_load_or_create(dir, file, ret_token, &created, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: metrics token: %s\n", err.msg);
+                return r;
+        }
+        if (created)
+                fprintf(stderr, "airlock: new metrics token written to %s/%s\n",
+                        strcmp(dir, "/") == 0 ? "" : dir, file);
+        return 0;
+}
+
+/* --metrics-listen: loopback (or a unix socket) unless --metrics-public, since it answers
+ * without a token. Returns 0 or -EINVAL after saying why. */
+static int check_metrics_listen(const struct serve_args *a)
+{
+        struct api_listen ml;
+        const char *why = NULL;
+
+        if (!a->metrics_listen) {
+                if (a->metrics_public) {
+                        fprintf(stderr, "airlock serve: --metrics-public goes with "
+                                        "--metrics-listen ADDR\n");
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        if (api_listen_parse(a->metrics_listen, &ml, &why) < 0) {
+                fprintf(stderr, "airlock serve: --metrics-listen '%s': %s\n", a->metrics_listen,
+                        why);
+                return -EINVAL;
+        }
+        if (!a->metrics_public && !api_listen_is_loopback(&ml)) {
+                fprintf(stderr,
+                        "airlock serve: --metrics-listen '%s' is not a loopback address: the "
+                        "metrics listener needs no token, so anyone who reaches it could read "
+                        "the metrics. Use 127.0.0.1:PORT, or add --metrics-public (and a "
+                        "firewall) to serve them beyond this machine\n",
+                        a->metrics_listen);
+                return -EINVAL;
+        }
+        if (strcmp(a->metrics_listen, a->listen) == 0) {
+                fprintf(stderr, "airlock serve: --metrics-listen must differ from --listen\n");
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int cmd_serve(int argc, char **argv)
 {
-        _cleanup_free_ char *state_dir = NULL, *token = NULL;
+        _cleanup_free_ char *state_dir = NULL, *token = NULL, *metrics_token = NULL;
         struct serve_args a = { .listen = DEFAULT_LISTEN,
+                                .metrics_top_sessions = 10,
                                 .max_sessions = 64,
                                 .pool_size = 2,
                                 .stop_after_ms = 5 * 60 * 1000,
@@ -508,7 +632,7 @@ int cmd_serve(int argc, char **argv)
         struct session_manager *mgr = NULL;
         struct openai *openai = NULL;
         struct e2b *e2b = NULL;
-        struct api_server *srv = NULL;
+        struct api_server *srv = NULL, *msrv = NULL;
         struct responses *responses = NULL;
         struct hub *hub = NULL;
         struct api_listen l;
@@ -531,7 +655,7 @@ int cmd_serve(int argc, char **argv)
                 .max_rounds = a.chat_max_rounds ? a.chat_max_rounds : chat.max_rounds,
                 .require_approval = a.chat_require_approval,
         };
-        if (cli_isolation(a.isolation, &mode) < 0)
+        if (cli_isolation(a.isolation, &mode) < 0 || check_metrics_listen(&a) < 0)
                 return EXIT_USAGE;
         if (api_listen_parse(a.listen, &l, &why) < 0) {
                 fprintf(stderr, "airlock serve: --listen '%s': %s\n", a.listen, why);
@@ -579,6 +703,8 @@ int cmd_serve(int argc, char **argv)
                         fprintf(stderr, "airlock: new API token written to %s/token: %s\n",
                                 state_dir, token);
         }
+        if (load_metrics_token(&a, state_dir, &metrics_token) < 0)
+                return EXIT_USAGE;
 
         r = cli_probe_mode("serve", mode, &features);
         print_probe(&features, mode);
@@ -670,6 +796,8 @@ int cmd_serve(int argc, char **argv)
                                       .responses = responses,
                                       .hub = hub,
                                       .e2b = e2b,
+                                      .metrics_token = metrics_token,
+                                      .metrics_top_sessions = a.metrics_top_sessions,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
                                       .max_connections_per_client = a.max_connections_per_client,
@@ -681,6 +809,25 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
         fprintf(stderr, "airlock: listening on %s\n", api_server_url(srv));
+        if (a.metrics_listen) {
+                r = api_server_new(
+                        &(struct api_config){ .listen = a.metrics_listen,
+                                              .allow_hosts = a.allow_hosts,
+                                              .mgr = mgr,
+                                              .mode = mode,
+                                              .metrics_only = true,
+                                              .metrics_top_sessions = a.metrics_top_sessions,
+                                              .max_connections = 64,
+                                              .max_connections_per_client = 16,
+                                              .request_timeout_ms = a.request_timeout_ms },
+                        &msrv, &err);
+                if (r < 0) {
+                        fprintf(stderr, "airlock serve: --metrics-listen: %s\n", err.msg);
+                        goto out;
+                }
+                fprintf(stderr, "airlock: GET /metrics without a token on %s\n",
+                        api_server_url(msrv));
+        }
         if (gateway.base_url)
                 fprintf(stderr,
                         "airlock: chat gateway at /v1/chat/completions and /v1/responses -> %s "
@@ -702,6 +849,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "airlock: %s received, shutting down\n",
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
 
+        api_server_quiesce(msrv);
         api_server_quiesce(srv);
         session_manager_shutdown(mgr);
         /* Cells stop within the interrupt grace period once their sessions are gone; let their
@@ -709,9 +857,11 @@ int cmd_serve(int argc, char **argv)
         if (api_server_drain(srv, 5000) < 0)
                 log_warn("requests still running after 5 s; closing their connections");
         srv = api_server_free(srv);
+        msrv = api_server_free(msrv);
         status = 0;
 out:
         api_server_free(srv);
+        api_server_free(msrv);
         responses_free(responses);
         e2b_free(e2b);
         openai_free(openai);
@@ -722,6 +872,8 @@ out:
         chat_config_done(&chat);
         if (token)
                 explicit_bzero(token, strlen(token));
+        if (metrics_token)
+                explicit_bzero(metrics_token, strlen(metrics_token));
         if (status == 0)
                 fprintf(stderr, "airlock: stopped\n");
         return status;

@@ -184,6 +184,9 @@ static int codemode_call(void *userdata, const char *name, json_t *args, uint64_
                 return *ret_reply ? 0 : -ENOMEM;
         }
         r = hub_call(hub, name, t, args, deadline_ns, cancel, &res, &err);
+        metrics_tool_call(METRICS_TOOL_CODEMODE, r < 0          ? METRICS_TOOL_FAILED
+                                                 : res.is_error ? METRICS_TOOL_ERROR
+                                                                : METRICS_TOOL_OK);
         switch (r) {
         case 0:
                 *ret_reply = res.is_error ? reply_error("tool_error", res.text)

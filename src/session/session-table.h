@@ -5,6 +5,7 @@
 
 #include "session.h"
 
+#include "metrics/metrics.h"
 #include "profile/profile.h"
 #include "session-internal.h"
 
@@ -32,11 +33,12 @@ struct session {
         char id[SESSION_ID_LEN + 1];
         unsigned table_pos; /* its place in mgr->sessions while it is in the table */
         struct session_manager *mgr;
-        const struct profile *profile; /* owned by the manager's profile cache */
-        pthread_mutex_t lock;          /* guards everything below */
-        pthread_cond_t cond;           /* phase or busy changed */
-        pthread_mutex_t save_lock;     /* one write to its saved state at a time */
-        struct sandbox *sb;            /* set while LIVE or SAVING */
+        const struct profile *profile;   /* owned by the manager's profile cache */
+        struct metrics_profile *metrics; /* its profile's counters (metrics.h) */
+        pthread_mutex_t lock;            /* guards everything below */
+        pthread_cond_t cond;             /* phase or busy changed */
+        pthread_mutex_t save_lock;       /* one write to its saved state at a time */
+        struct sandbox *sb;              /* set while LIVE or SAVING */
         enum session_phase phase;
         bool gone_stopped; /* GONE by a stop (or a failed resume): the id can be resumed */
         bool busy;         /* an execution runs */

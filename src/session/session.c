@@ -229,6 +229,7 @@ struct session *session_new_object(struct session_manager *mgr, const char *id,
         (void) snprintf(s->id, sizeof(s->id), "%s", id);
         s->mgr = mgr;
         s->profile = p;
+        s->metrics = p ? metrics_profile(p->name) : NULL;
         s->phase = PHASE_LIVE;
         s->created_at = s->last_used_at = time(NULL);
         s->last_used_ns = now_ns();
@@ -1109,6 +1110,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         struct session *s;
         char id[SESSION_ID_LEN + 1];
         _cleanup_free_ char *info = NULL;
+        uint64_t t0 = now_ns();
         int r;
 
         if (stop_after > mgr->cfg.max_stop_after_ms)
@@ -1198,6 +1200,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                 (void) store_session_created(mgr->store, s->id, s->profile->name, info);
         }
         log_info("session=%s profile=%s msg=\"session created\"", s->id, s->profile->name);
+        metrics_session_created(s->metrics, now_ns() - t0);
         *ret_session = s;
         return 0;
 }
@@ -1808,6 +1811,7 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         struct cgroup_usage u;
         json_t *result = NULL;
         bool lost, first, files_changed = false;
+        uint64_t t0;
         int r;
 
         r2.interrupt_grace_ms = mgr->cfg.interrupt_grace_ms;
@@ -1817,7 +1821,15 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
                 r2.timeout_ms = s->timeout_ms; /* the session's default (PATCH timeout_s) */
                 pthread_mutex_unlock(&s->lock);
         }
+        t0 = now_ns();
         r = sandbox_exec(s->sb, &r2, &result, err);
+        if (result) {
+                enum metrics_exec_status st = metrics_exec_status_from_string(
+                        json_string_value(json_object_get(result, "status")));
+                metrics_execution(s->metrics, st, now_ns() - t0);
+                if (st == METRICS_EXEC_OOM)
+                        metrics_oom_kill(s->metrics);
+        }
 
         pthread_mutex_lock(&s->lock);
         s->exec_count++;

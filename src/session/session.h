@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define SESSION_ID_LEN 26 /* "s-" + 24 lowercase hex characters */
@@ -213,6 +214,13 @@ json_t *session_recent_executions(struct session_manager *mgr, unsigned limit,
 
 /* The profiles the manager can start, as the objects GET /v1/profiles returns. */
 json_t *session_manager_profiles(struct session_manager *mgr);
+
+/* Writes the manager's gauges in the Prometheus text format (docs/METRICS.md) to f: sessions
+ * by state, the live-session limit, the warm pools and zygotes and, when top_n > 0, the memory
+ * and CPU of the top_n live sessions by memory, labelled by rank and profile (never by id).
+ * Reads each live session's cgroup when top_n > 0; holds the manager's lock only to copy
+ * references. Errors show in ferror(f). */
+void session_manager_write_metrics(struct session_manager *mgr, FILE *f, unsigned top_n);
 
 /* Releases a reference. Accepts NULL. */
 void session_unref(struct session *s);

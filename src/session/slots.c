@@ -86,6 +86,7 @@ static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, st
         pthread_mutex_lock(&slot->zlock);
         if (slot->zygote && !zygote_is_alive(slot->zygote)) {
                 log_warn("profile=%s msg=\"zygote died, starting a new one\"", slot->profile->name);
+                metrics_zygote_restart(metrics_profile(slot->profile->name), METRICS_ZYGOTE_DIED);
                 zygote_unref(slot->zygote);
                 slot->zygote = NULL;
         }
@@ -140,6 +141,8 @@ static bool rotate_zygote(struct session_manager *mgr, struct profile_slot *slot
                           "serving: %s\" generation=%u",
                           slot->profile->name, err.msg, zygote_generation(old));
         if (swapped) {
+                metrics_zygote_restart(metrics_profile(slot->profile->name),
+                                       METRICS_ZYGOTE_ROTATED);
                 log_info("profile=%s msg=\"zygote replaced: new sessions get a new layout and "
                          "hash secret\" generation=%u old_generation=%u",
                          slot->profile->name, atomic_load(&slot->generation),

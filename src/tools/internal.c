@@ -5,6 +5,7 @@
 
 #include "base/cleanup.h"
 #include "hub/hub.h"
+#include "metrics/metrics.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -90,6 +91,9 @@ int tools_internal_call(struct hub *hub, const char *name, json_t *args, uint64_
         if (!t)
                 return -ENOENT;
         r = hub_call(hub, name, t, args, deadline_ns, NULL, &hr, &err);
+        metrics_tool_call(METRICS_TOOL_INTERNAL, r < 0         ? METRICS_TOOL_FAILED
+                                                 : hr.is_error ? METRICS_TOOL_ERROR
+                                                               : METRICS_TOOL_OK);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

@@ -253,6 +253,26 @@ def test_every_error_kind_is_a_tool_error(daemon, sessions):
     assert res["state"] == "preserved"
 
 
+def test_calls_are_counted_in_the_metrics(daemon, sessions):
+    """airlock_tool_calls_total{via="codemode"} (docs/METRICS.md) moves by outcome."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def counts():
+        r = daemon.get("/metrics")      # the API token opens /metrics too
+        assert r.status_code == 200, r.text
+        fam = {f.name: f for f in text_string_to_metric_families(r.text)}["airlock_tool_calls"]
+        return {s.labels["outcome"]: s.value for s in fam.samples
+                if s.name == "airlock_tool_calls_total" and s.labels["via"] == "codemode"}
+
+    sid = sessions(code_tools=["fx/*"])
+    before = counts()
+    run(daemon, sid, REPORT + "report(lambda: t.echo(text='x'))\n"
+                              "report(lambda: t.fail(message='no'))\n"
+                              "report(lambda: t.strict(n=99, mode='a'))\n")
+    after = counts()
+    assert {k: after[k] - before[k] for k in after} == {"ok": 1, "tool_error": 1, "failed": 1}
+
+
 def test_a_tool_outside_code_tools_is_not_allowed(daemon, sessions):
     sid = sessions(code_tools=["echo"])
     before = len(fx_calls())
