@@ -38,6 +38,9 @@ struct api_config {
         /* The E2B SDK's surface under /e2b/api and /e2b/sandbox (docs/E2B.md); borrowed, must
          * outlive the server; NULL = those routes are off (404). */
         struct e2b *e2b;
+        /* Tenants' keys and quotas (docs/TENANTS.md); borrowed, must outlive the server; NULL =
+         * the token is the only key. */
+        struct tenant_registry *tenants;
         /* Connections (0 = the defaults below). */
         unsigned max_connections;            /* open at once (default 4096) */
         unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)

@@ -19,6 +19,7 @@
 #include "profile/profile.h"
 #include "responses/responses.h"
 #include "session/session.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -494,6 +495,7 @@ int cmd_serve(int argc, char **argv)
         struct session_manager *mgr = NULL;
         struct openai *openai = NULL;
         struct e2b *e2b = NULL;
+        struct tenant_registry *tenants = NULL;
         struct api_server *srv = NULL;
         struct responses *responses = NULL;
         struct hub *hub = NULL;
@@ -644,6 +646,13 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
 
+        /* Tenants' keys: `airlock tenants` may add them at any time, this daemon running or not. */
+        r = tenant_registry_new(state_dir, &tenants, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: cannot read the tenants: %s\n", err.msg);
+                goto out;
+        }
+
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(
                 &(struct api_config){ .listen = a.listen,
@@ -655,6 +664,7 @@ int cmd_serve(int argc, char **argv)
                                       .responses = responses,
                                       .hub = hub,
                                       .e2b = e2b,
+                                      .tenants = tenants,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
                                       .max_connections_per_client = a.max_connections_per_client,
@@ -698,6 +708,7 @@ int cmd_serve(int argc, char **argv)
 out:
         api_server_free(srv);
         responses_free(responses);
+        tenant_registry_free(tenants);
         e2b_free(e2b);
         openai_free(openai);
         session_manager_free(mgr);
