@@ -8,6 +8,8 @@ packages=(
         gcc meson ninja-build pkg-config libseccomp-dev libjansson-dev libpython3.11-dev python3
         libmicrohttpd-dev libcurl4-openssl-dev
         libsqlite3-dev libpcre2-dev
+        # SHA-256 of tenant keys (src/tenant)
+        libssl-dev
         # what the sandbox's default profiles import
         python3-numpy python3-pandas python3-scipy python3-matplotlib
         # the JavaScript REPL of `language: "javascript"` (Debian 12: Node 18; nodesource's

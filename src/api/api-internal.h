@@ -30,6 +30,7 @@ struct api_server {
         struct hub *hub;                     /* internal tools (borrowed); NULL = none */
         struct e2b *e2b;                     /* /e2b (borrowed); NULL = those routes are off */
         struct mcp_http *mcp;                /* /mcp: the MCP sessions */
+        struct tenant_registry *tenants;     /* borrowed; NULL = the token only */
         enum jail_isolation mode;
         char *token;
         char *metrics_token;            /* NULL = the API token only */
@@ -61,6 +62,10 @@ struct api_request {
         unsigned status;
         const struct api_route *route;
         struct route_params params;
+        /* Who sent it (a reference), from its key: set by the auth check, or by a route
+         * with an auth of its own (E2B's X-API-KEY); NULL before. The handler runs with it as
+         * its thread's tenant scope (tenant.h). */
+        struct tenant *tenant;
         char *body;
         size_t body_len, body_size, body_max;
         uint64_t received; /* body bytes seen, kept or not */
@@ -118,11 +123,20 @@ int api_reply_response(struct api_request *req, unsigned status, struct MHD_Resp
 
 /* The status an errno from session.h maps to (with a readable fallback message when err has
  * none): -EINVAL 400, -ENOENT 404, -EBUSY 409, -E2BIG/-EFBIG 413,
- * -EUSERS/-EMFILE/-EAGAIN/-ESHUTDOWN 503, others 500. */
+ * -EUSERS/-EMFILE/-EAGAIN/-ESHUTDOWN 503, -EXFULL 429 (a tenant quota), -EACCES 403
+ * (a tenant policy), others 500. */
 int api_reply_errno(struct api_request *req, int r, const char *field, const char *msg);
+
+/* 429 for a tenant's quota (session.h's -EXFULL): {"error": msg, "quota", "limit"} from the
+ * thread's tenant_scope_refusal(). */
+int api_reply_quota(struct api_request *req, const char *msg);
 
 /* 404 for the session id: with the reason when it ended, else "unknown session". */
 int api_reply_session_gone(struct api_request *req, const char *id);
+
+/* The tenant a key names: the daemon's token is "default", a tenant's key that tenant.
+ * Returns 0 with a new reference, or -ENOENT. */
+int api_key_tenant(struct api_server *srv, const char *key, size_t len, struct tenant **ret);
 
 /* A header of the request, or NULL. */
 const char *api_header(struct api_request *req, const char *name);

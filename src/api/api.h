@@ -46,6 +46,9 @@ struct api_config {
         /* A metrics listener (--metrics-listen): GET /metrics without a token and no other
          * route; token may then be NULL, and nothing of the API is reachable through it. */
         bool metrics_only;
+        /* Tenants' keys and quotas (docs/TENANTS.md); borrowed, must outlive the server; NULL =
+         * the token is the only key. */
+        struct tenant_registry *tenants;
         /* Connections (0 = the defaults below). */
         unsigned max_connections;            /* open at once (default 4096) */
         unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)

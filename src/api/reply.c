@@ -7,6 +7,7 @@
 #include "base/utf8.h"
 #include "openai/openai.h"
 #include "session/session.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -212,6 +213,11 @@ int api_reply_errno(struct api_request *req, int r, const char *field, const cha
                 return api_reply_error(req, MHD_HTTP_NOT_FOUND, NULL, "%s", text);
         case EBUSY:
                 return api_reply_error(req, MHD_HTTP_CONFLICT, NULL, "%s", text);
+        case EXFULL:
+                return api_reply_quota(req, text);
+        case EACCES:
+                /* A tenant's policy (a profile outside its list): not a quota to wait for. */
+                return api_reply_error(req, MHD_HTTP_FORBIDDEN, field, "%s", text);
         case E2BIG:
         case EFBIG:
                 return api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, NULL, "%s", text);
@@ -226,6 +232,22 @@ int api_reply_errno(struct api_request *req, int r, const char *field, const cha
         default:
                 return api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "%s", text);
         }
+}
+
+int api_reply_quota(struct api_request *req, const char *msg)
+{
+        const struct tenant_refusal *q = tenant_scope_refusal();
+        json_t *extra = json_object();
+
+        if (!extra)
+                return -ENOMEM;
+        if (q) {
+                (void) json_object_set_new(extra, "quota", json_string(q->quota));
+                (void) json_object_set_new(extra, "limit",
+                                           json_loads(q->limit, JSON_DECODE_ANY, NULL));
+        }
+        /* AUDIT: quota.refusal goes here once src/audit lands. */
+        return api_reply_error_extra(req, MHD_HTTP_TOO_MANY_REQUESTS, NULL, extra, "%s", msg);
 }
 
 int api_reply_session_gone(struct api_request *req, const char *id)

@@ -13,6 +13,7 @@
 #include "base/utf8.h"
 #include "e2b/e2b.h"
 #include "session/session.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -55,8 +56,12 @@ static int check_api_key(struct api_request *req)
                 r = e2b_reply(req, MHD_HTTP_NOT_FOUND, "the E2B surface is off");
                 return r < 0 ? r : 0;
         }
-        if (key && api_token_equal(req->srv->token, key, strlen(key)))
+        /* A tenant's key works as E2B_API_KEY too: the sandboxes are then that tenant's. */
+        if (!req->tenant && key && api_key_tenant(req->srv, key, strlen(key), &req->tenant) >= 0)
+                tenant_scope_set(req->tenant);
+        if (req->tenant)
                 return 1;
+        /* AUDIT: auth.failure goes here once src/audit lands. */
         r = e2b_reply(req, MHD_HTTP_UNAUTHORIZED,
                       "missing or invalid X-API-KEY: set E2B_API_KEY to an airlock token");
         return r < 0 ? r : 0;

@@ -16,6 +16,7 @@
 #include "metrics/metrics.h"
 #include "openai/openai.h"
 #include "session/session.h"
+#include "tenant/tenant.h"
 #include "tools/tools.h"
 #include "upload.h"
 
@@ -182,6 +183,7 @@ static struct api_request *request_free(struct api_request *req)
 {
         if (!req)
                 return NULL;
+        tenant_unref(req->tenant);
         free(req->raw_path);
         free(req->body);
         api_upload_free(req->upload);
@@ -318,7 +320,9 @@ static int request_check(struct api_request *req, const char *mhd_method)
         if (!srv->metrics_only && !(r == 0 && !req->route->needs_auth)) {
                 auth = api_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
                 if (!auth || api_bearer_parse(auth, &token, &token_len) < 0 ||
-                    !api_token_equal(srv->token, token, token_len)) {
+                    api_key_tenant(srv, token, token_len, &req->tenant) < 0) {
+                        /* AUDIT: auth.failure (tenant unknown) goes here once src/audit lands:
+                         * audit_emit(a, "auth.failure", NULL, NULL, req->id, ...). */
                         r = api_reply_error_header(
                                 req, MHD_HTTP_UNAUTHORIZED, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                 "Bearer realm=\"airlock\"", "missing or invalid bearer token");
@@ -432,6 +436,16 @@ static void request_append(struct api_request *req, const char *data, size_t len
         req->body[req->body_len] = '\0';
 }
 
+int api_key_tenant(struct api_server *srv, const char *key, size_t len, struct tenant **ret)
+{
+        /* The token first: the single-token mode costs what it always did. */
+        if (api_token_equal(srv->token, key, len)) {
+                *ret = tenant_ref(tenant_default());
+                return 0;
+        }
+        return tenant_registry_resolve(srv->tenants, key, len, ret);
+}
+
 void api_suspended(struct api_server *srv)
 {
         atomic_fetch_add(&srv->suspended, 1);
@@ -453,7 +467,10 @@ static void run_handler(struct dispatch_job *job)
         struct MHD_Connection *conn = req->conn;
         int r;
 
+        /* The session manager checks ownership and quotas against this (tenant.h). */
+        tenant_scope_set(req->tenant);
         r = req->route->handler(req);
+        tenant_scope_set(NULL);
         if (r < 0 && !req->replied) {
                 log_error_errno(r, "req=%s handler failed", req->id);
                 (void) api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
@@ -794,6 +811,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->responses = cfg->responses;
         srv->hub = cfg->hub;
         srv->e2b = cfg->e2b;
+        srv->tenants = cfg->tenants;
         srv->mode = cfg->mode;
         srv->metrics_only = cfg->metrics_only;
         srv->metrics_top_sessions = cfg->metrics_top_sessions;

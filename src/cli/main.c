@@ -25,6 +25,7 @@ static const struct cli_command commands[] = {
         { "mcp", "serve the tools over MCP on stdio, for MCP clients (docs/MCP.md)", cmd_mcp },
         { "tools", "list the tools a model gets, internal MCP servers' included (docs/TOOLS.md)",
           cmd_tools },
+        { "tenants", "add, list, change, revoke and rotate tenants' keys and quotas", cmd_tenants },
 };
 
 static void usage(FILE *f)

@@ -20,6 +20,7 @@
 #include "responses/responses.h"
 #include "session/recent.h"
 #include "session/session.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -632,6 +633,7 @@ int cmd_serve(int argc, char **argv)
         struct session_manager *mgr = NULL;
         struct openai *openai = NULL;
         struct e2b *e2b = NULL;
+        struct tenant_registry *tenants = NULL;
         struct api_server *srv = NULL, *msrv = NULL;
         struct responses *responses = NULL;
         struct hub *hub = NULL;
@@ -785,6 +787,13 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
 
+        /* Tenants' keys: `airlock tenants` may add them at any time, this daemon running or not. */
+        r = tenant_registry_new(state_dir, &tenants, &err);
+        if (r < 0) {
+                fprintf(stderr, "airlock serve: cannot read the tenants: %s\n", err.msg);
+                goto out;
+        }
+
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(
                 &(struct api_config){ .listen = a.listen,
@@ -798,6 +807,7 @@ int cmd_serve(int argc, char **argv)
                                       .e2b = e2b,
                                       .metrics_token = metrics_token,
                                       .metrics_top_sessions = a.metrics_top_sessions,
+                                      .tenants = tenants,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
                                       .max_connections_per_client = a.max_connections_per_client,
@@ -863,6 +873,7 @@ out:
         api_server_free(srv);
         api_server_free(msrv);
         responses_free(responses);
+        tenant_registry_free(tenants);
         e2b_free(e2b);
         openai_free(openai);
         session_manager_free(mgr);

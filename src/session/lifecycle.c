@@ -263,6 +263,13 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                 pthread_mutex_unlock(&mgr->lock);
                 return airlock_error_set(err, -ESHUTDOWN, "the daemon is shutting down");
         }
+        s = session_table_find(mgr, id);
+        if (s && !tenant_scope_sees(s->tenant)) {
+                /* Live, and another tenant's: as if there were none. */
+                pthread_mutex_unlock(&mgr->lock);
+                return -ENOENT;
+        }
+        s = NULL;
         if (session_table_find(mgr, id)) {
                 /* Someone resumed it meanwhile: the caller finds it now. */
                 pthread_mutex_unlock(&mgr->lock);
@@ -270,7 +277,7 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         }
         row = store_get(mgr->store, id);
         state = json_string_value(json_object_get(row, "state"));
-        if (!state || strcmp(state, "stopped") != 0) {
+        if (!state || strcmp(state, "stopped") != 0 || !session_row_visible(row)) {
                 pthread_mutex_unlock(&mgr->lock);
                 json_decref(row);
                 return -ENOENT;
@@ -285,17 +292,26 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         }
         r = session_profile_slot(mgr, json_string_value(json_object_get(row, "profile")), &slot,
                                  err);
+        /* A resumed session is live again: it counts against its tenant's quotas (the caller
+         * is its tenant, or internal work with no quotas). */
+        if (r >= 0)
+                r = session_quota_check_locked(mgr, slot->profile, 1, err);
         if (r >= 0) {
+                const char *owner =
+                        json_string_value(json_object_get(json_object_get(row, "info"), "tenant"));
                 s = session_new_object(mgr, id, slot->profile);
+                if (s && owner)
+                        (void) snprintf(s->tenant, sizeof(s->tenant), "%s", owner);
                 r = s ? session_table_add(mgr, s) : -ENOMEM;
         }
         if (r < 0) {
                 pthread_mutex_unlock(&mgr->lock);
                 session_unref(s);
                 json_decref(row);
-                return r == -ENOMEM ? r
-                                    : airlock_error_set(err, r, "cannot resume session %s: %s", id,
-                                                        err->msg);
+                return r == -ENOMEM || r == -EXFULL
+                               ? r
+                               : airlock_error_set(err, r, "cannot resume session %s: %s", id,
+                                                   err->msg);
         }
         s->phase = PHASE_RESUMING;
         restore_facts(s, row);
@@ -389,7 +405,10 @@ void lifecycle_delete_due(struct session_manager *mgr)
                 resumed = session_table_find(mgr, id) != NULL;
                 if (!resumed) {
                         (void) store_session_ended(mgr->store, id, false, reason);
-                        session_remember_ended(mgr, id, false, reason);
+                        session_remember_ended(mgr, id,
+                                               json_string_value(json_object_get(
+                                                       json_object_get(row, "info"), "tenant")),
+                                               false, reason);
                 }
                 pthread_mutex_unlock(&mgr->lock);
                 if (!resumed) {
@@ -579,9 +598,12 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                                       "%u more sessions would pass the daemon's limit of %u", n,
                                       mgr->cfg.max_sessions);
         } else {
-                mgr->reserved += n;
-                reserved = true;
-                r = session_profile_slot(mgr, parent->profile->name, &slot, err);
+                r = session_quota_check_locked(mgr, parent->profile, n, err);
+                if (r >= 0) {
+                        mgr->reserved += n;
+                        reserved = true;
+                        r = session_profile_slot(mgr, parent->profile->name, &slot, err);
+                }
         }
         pthread_mutex_unlock(&mgr->lock);
         if (r < 0)
@@ -645,6 +667,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 pthread_mutex_lock(&parent->lock);
                 c->stop_after_ms = parent->stop_after_ms;
                 c->exec_count = parent->exec_count;
+                memcpy(c->tenant, parent->tenant, sizeof(c->tenant));
                 c->env = parent->env ? strv_copy(parent->env) : NULL;
                 c->code_tools = parent->code_tools ? strv_copy(parent->code_tools) : NULL;
                 c->approved_tools =

@@ -136,6 +136,7 @@ int store_recover(struct store *st, long long now, long long delete_after_s);
 json_t *store_get(struct store *st, const char *id); /* a live or stopped row, or NULL */
 json_t *store_list_stopped(struct store *st);        /* an array of rows */
 json_t *store_due_for_deletion(struct store *st, long long now, unsigned max);
+/* {id, state, reason, tenant} of an ended session, or NULL. */
 json_t *store_describe_ended(struct store *st, const char *id);
 int store_prune(struct store *st, long long older_than_s);
 

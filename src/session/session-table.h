@@ -8,6 +8,7 @@
 #include "metrics/metrics.h"
 #include "profile/profile.h"
 #include "session-internal.h"
+#include "tenant/tenant.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -33,6 +34,9 @@ struct session {
         char id[SESSION_ID_LEN + 1];
         unsigned table_pos; /* its place in mgr->sessions while it is in the table */
         struct session_manager *mgr;
+        /* Its owner (docs/TENANTS.md), set at create, kept on stop, inherited by forks: other
+         * tenants' calls find no session by its id. */
+        char tenant[TENANT_NAME_MAX + 1];
         const struct profile *profile;   /* owned by the manager's profile cache */
         struct metrics_profile *metrics; /* its profile's counters (metrics.h) */
         pthread_mutex_t lock;            /* guards everything below */
@@ -97,6 +101,7 @@ struct profile_slot {
 
 struct ended {
         char id[SESSION_ID_LEN + 1];
+        char tenant[TENANT_NAME_MAX + 1];
         char reason[160];
         bool lost; /* ended by a failure rather than by a client or idleness */
 };
@@ -179,8 +184,14 @@ void session_bury(struct session_manager *mgr, struct sandbox *sb);
  * free (reaping the sandboxes of ended sessions first if not). Called without the manager's
  * lock. Returns 0, or -EMFILE with err (may be NULL) saying which limit and what to do. */
 int session_fd_room(struct session_manager *mgr, unsigned n, struct airlock_error *err);
-void session_remember_ended(struct session_manager *mgr, const char *id, bool lost,
-                            const char *reason);
+void session_remember_ended(struct session_manager *mgr, const char *id, const char *tenant,
+                            bool lost, const char *reason);
+/* Whether the calling thread's tenant may see a store row (its info's "tenant"). */
+bool session_row_visible(json_t *row);
+/* Whether the tenant of the calling thread may have n more live sessions of profile p: 0, or
+ * -EXFULL with err naming the quota (tenant_quota_check()). The manager's lock held. */
+int session_quota_check_locked(struct session_manager *mgr, const struct profile *p, unsigned n,
+                               struct airlock_error *err);
 /* The facts the store keeps of a session, as JSON text (caller frees). s->lock held. */
 char *session_info_json(const struct session *s);
 

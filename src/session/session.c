@@ -61,12 +61,14 @@ void session_format_time(time_t t, char buf[32])
         (void) strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-void session_remember_ended(struct session_manager *mgr, const char *id, bool lost,
-                            const char *reason)
+void session_remember_ended(struct session_manager *mgr, const char *id, const char *tenant,
+                            bool lost, const char *reason)
 {
         struct ended *e = &mgr->ended[mgr->ended_next++ % ENDED_MAX];
 
         (void) snprintf(e->id, sizeof(e->id), "%s", id);
+        (void) snprintf(e->tenant, sizeof(e->tenant), "%s",
+                        tenant && *tenant ? tenant : TENANT_DEFAULT);
         (void) snprintf(e->reason, sizeof(e->reason), "%s", reason);
         e->lost = lost;
 }
@@ -227,6 +229,7 @@ struct session *session_new_object(struct session_manager *mgr, const char *id,
                 return NULL;
         atomic_init(&s->refs, 1);
         (void) snprintf(s->id, sizeof(s->id), "%s", id);
+        (void) snprintf(s->tenant, sizeof(s->tenant), "%s", TENANT_DEFAULT);
         s->mgr = mgr;
         s->profile = p;
         s->metrics = p ? metrics_profile(p->name) : NULL;
@@ -377,7 +380,8 @@ char *session_info_json(const struct session *s)
             (json_object_set_new(o, "metadata",
                                  s->metadata ? json_incref(s->metadata) : json_object()) < 0 ||
              json_object_set_new(o, "timeout_ms", json_integer((json_int_t) s->timeout_ms)) < 0 ||
-             json_object_set_new(o, "stops_at", json_integer((json_int_t) s->stops_at)) < 0))
+             json_object_set_new(o, "stops_at", json_integer((json_int_t) s->stops_at)) < 0 ||
+             json_object_set_new(o, "tenant", json_string(s->tenant)) < 0))
                 o = (json_decref(o), NULL);
         text = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
@@ -397,7 +401,7 @@ static void end_locked(struct session_manager *mgr, struct session *s, bool lost
                 sandbox_kill(s->sb);
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
-        session_remember_ended(mgr, s->id, lost, reason);
+        session_remember_ended(mgr, s->id, s->tenant, lost, reason);
         if (!s->ephemeral) {
                 (void) store_session_ended(mgr->store, s->id, lost, reason);
                 lifecycle_remove_saved(mgr, s->id);
@@ -1141,6 +1145,10 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                                                  "approval is given tool by tool",
                                                  *t);
 
+        r = tenant_profile_check(tenant_scope(), profile, err);
+        if (r < 0)
+                return r;
+
         pthread_mutex_lock(&mgr->lock);
         if (mgr->stopping) {
                 pthread_mutex_unlock(&mgr->lock);
@@ -1155,6 +1163,9 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                                          mgr->cfg.max_sessions);
         }
         r = session_profile_slot(mgr, profile, &slot, err);
+        /* Checked again when the session joins the table: this one spares a sandbox. */
+        if (r >= 0)
+                r = session_quota_check_locked(mgr, slot->profile, 1, err);
         pthread_mutex_unlock(&mgr->lock);
         if (r >= 0)
                 r = session_fd_room(mgr, 1, err);
@@ -1184,12 +1195,16 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         s->sb = sb;
         s->stop_after_ms = stop_after;
         s->ephemeral = opts && opts->ephemeral;
+        if (tenant_scope())
+                (void) snprintf(s->tenant, sizeof(s->tenant), "%s", tenant_scope()->name);
         if (opts) {
                 s->timeout_ms = opts->timeout_ms;
                 s->stops_at = opts->lifetime_s ? time(NULL) + (time_t) opts->lifetime_s : 0;
         }
         pthread_mutex_lock(&mgr->lock);
-        r = session_table_add(mgr, s);
+        r = session_quota_check_locked(mgr, s->profile, 1, err);
+        if (r >= 0)
+                r = session_table_add(mgr, s);
         pthread_mutex_unlock(&mgr->lock);
         if (r < 0) {
                 session_unref(s);
@@ -1227,6 +1242,8 @@ int session_find(struct session_manager *mgr, const char *id, struct session **r
 
         pthread_mutex_lock(&mgr->lock);
         s = session_table_find(mgr, id);
+        if (s && !tenant_scope_sees(s->tenant))
+                s = NULL; /* another tenant's: as if there were none */
         if (s)
                 *ret_session = session_ref(s);
         pthread_mutex_unlock(&mgr->lock);
@@ -1268,14 +1285,23 @@ int session_destroy(struct session_manager *mgr, const char *id)
 
         pthread_mutex_lock(&mgr->lock);
         s = session_table_find(mgr, id);
+        if (s && !tenant_scope_sees(s->tenant)) {
+                pthread_mutex_unlock(&mgr->lock);
+                return -ENOENT;
+        }
         if (s) {
                 end_locked(mgr, s, false, "it was deleted by a client");
                 pthread_mutex_unlock(&mgr->lock);
                 return 0;
         }
         row = store_get(mgr->store, id);
+        if (row && !session_row_visible(row))
+                row = (json_decref(row), NULL);
         if (row) {
-                session_remember_ended(mgr, id, false, "it was deleted by a client");
+                session_remember_ended(
+                        mgr, id,
+                        json_string_value(json_object_get(json_object_get(row, "info"), "tenant")),
+                        false, "it was deleted by a client");
                 (void) store_session_ended(mgr->store, id, false, "it was deleted by a client");
                 lifecycle_remove_saved(mgr, id);
                 log_info("session=%s msg=\"stopped session deleted by a client\"", id);
@@ -1316,6 +1342,8 @@ json_t *session_describe(struct session *s)
                         strv_json(s->code_tools ? s->code_tools : s->profile->code_tools));
         if (o)
                 json_object_set_new(o, "approved_tools", strv_json(s->approved_tools));
+        if (o)
+                json_object_set_new(o, "tenant", json_string(s->tenant));
         if (o)
                 session_describe_patchable(o, s->metadata, s->timeout_ms, s->stops_at);
         pthread_mutex_unlock(&s->lock);
@@ -1475,7 +1503,7 @@ static int update_stopped_locked(struct session_manager *mgr, const char *id,
         time_t stops_at;
         int r;
 
-        if (!state || strcmp(state, "stopped") != 0) {
+        if (!state || strcmp(state, "stopped") != 0 || !session_row_visible(row)) {
                 json_decref(row);
                 return -ENOENT;
         }
@@ -1519,6 +1547,10 @@ int session_update(struct session_manager *mgr, const char *id, const struct ses
                 return r;
         pthread_mutex_lock(&mgr->lock);
         s = session_table_find(mgr, id);
+        if (s && !tenant_scope_sees(s->tenant)) {
+                pthread_mutex_unlock(&mgr->lock);
+                return -ENOENT;
+        }
         if (!s) {
                 json_t *row = NULL;
                 r = mgr->store ? update_stopped_locked(mgr, id, p, &row, err) : -ENOENT;
@@ -1556,7 +1588,7 @@ json_t *session_describe_id(struct session_manager *mgr, const char *id)
                 return o;
         }
         row = store_get(mgr->store, id);
-        o = row ? lifecycle_describe_row(mgr, row) : NULL;
+        o = row && session_row_visible(row) ? lifecycle_describe_row(mgr, row) : NULL;
         json_decref(row);
         return o;
 }
@@ -1615,7 +1647,7 @@ json_t *session_list(struct session_manager *mgr, const char *state_filter)
                 copy[k] = session_ref(mgr->sessions[k]);
         pthread_mutex_unlock(&mgr->lock);
         for (unsigned k = 0; copy && k < n; k++) {
-                json_t *d = session_describe(copy[k]);
+                json_t *d = tenant_scope_sees(copy[k]->tenant) ? session_describe(copy[k]) : NULL;
                 if (d &&
                     state_matches(json_string_value(json_object_get(d, "state")), state_filter))
                         json_array_append_new(arr, d);
@@ -1628,7 +1660,7 @@ json_t *session_list(struct session_manager *mgr, const char *state_filter)
                 return arr;
         rows = store_list_stopped(mgr->store);
         json_array_foreach (rows, i, row) {
-                json_t *d = lifecycle_describe_row(mgr, row);
+                json_t *d = session_row_visible(row) ? lifecycle_describe_row(mgr, row) : NULL;
                 if (d)
                         json_array_append_new(arr, d);
         }
@@ -1643,14 +1675,51 @@ json_t *session_manager_describe_ended(struct session_manager *mgr, const char *
         pthread_mutex_lock(&mgr->lock);
         for (unsigned i = 0; i < ENDED_MAX; i++) {
                 const struct ended *e = &mgr->ended[i];
-                if (e->id[0] && strcmp(e->id, id) == 0) {
+                if (e->id[0] && strcmp(e->id, id) == 0 && tenant_scope_sees(e->tenant)) {
                         o = json_pack("{s:s, s:s, s:s}", "id", e->id, "state",
                                       e->lost ? "lost" : "ended", "reason", e->reason);
                         break;
                 }
         }
         pthread_mutex_unlock(&mgr->lock);
-        return o ? o : store_describe_ended(mgr->store, id);
+        if (!o) {
+                o = store_describe_ended(mgr->store, id);
+                /* The row says whose it was; nobody else learns that it existed. */
+                if (o && !tenant_scope_sees(json_string_value(json_object_get(o, "tenant"))))
+                        o = (json_decref(o), NULL);
+                if (o)
+                        (void) json_object_del(o, "tenant");
+        }
+        return o;
+}
+
+bool session_row_visible(json_t *row)
+{
+        return tenant_scope_sees(
+                json_string_value(json_object_get(json_object_get(row, "info"), "tenant")));
+}
+
+int session_quota_check_locked(struct session_manager *mgr, const struct profile *p, unsigned n,
+                               struct airlock_error *err)
+{
+        const struct tenant *t = tenant_scope();
+        struct tenant_usage use = { 0 }, add = { 0 };
+
+        /* The default tenant and tenants without quotas cost nothing here. */
+        if (!t || !(t->max_sessions || t->max_memory || t->max_millicpus))
+                return 0;
+        for (unsigned i = 0; i < mgr->n_sessions; i++) {
+                const struct session *s = mgr->sessions[i];
+                if (strcmp(s->tenant, t->name) != 0)
+                        continue;
+                use.sessions++;
+                use.memory += s->profile->limits.memory_bytes;
+                use.millicpus += s->profile->limits.cpu_millicpus;
+        }
+        add.sessions = n;
+        add.memory = (uint64_t) n * p->limits.memory_bytes;
+        add.millicpus = (uint64_t) n * p->limits.cpu_millicpus;
+        return tenant_quota_check(t, &use, &add, err);
 }
 
 static json_t *profile_json(const struct profile *p)

@@ -266,15 +266,18 @@ json_t *store_describe_ended(struct store *st, const char *id)
                 return NULL;
         pthread_mutex_lock(&st->lock);
         if (sqlite3_prepare_v2(st->db,
-                               "SELECT lost, reason FROM sessions WHERE id = ?1 AND ended_at IS "
-                               "NOT NULL AND state IS NULL",
+                               "SELECT lost, reason, json_extract(info, '$.tenant') FROM "
+                               "sessions WHERE id = ?1 AND ended_at IS NOT NULL AND state IS NULL",
                                -1, &stmt, NULL) == SQLITE_OK &&
             sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT) == SQLITE_OK &&
             sqlite3_step(stmt) == SQLITE_ROW) {
                 const unsigned char *reason = sqlite3_column_text(stmt, 1);
-                o = json_pack("{s:s, s:s, s:s}", "id", id, "state",
+                const unsigned char *tenant = sqlite3_column_text(stmt, 2);
+                /* "tenant": whose it was, for the caller to check (no info: "default"). */
+                o = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "state",
                               sqlite3_column_int(stmt, 0) ? "lost" : "ended", "reason",
-                              reason ? (const char *) reason : "unknown");
+                              reason ? (const char *) reason : "unknown", "tenant",
+                              tenant ? (const char *) tenant : "default");
         }
         sqlite3_finalize(stmt);
         pthread_mutex_unlock(&st->lock);
