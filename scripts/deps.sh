@@ -17,6 +17,8 @@ packages=(
         libcriterion-dev python3-pytest python3-requests clang-format
         # the dashboard's tests (tests/ui): a real headless browser, and a font to draw with
         chromium fonts-dejavu-core python3-pil
+        # the man page (docs/airlock.1.md), and the packaging tests' tools
+        pandoc man-db systemd util-linux
         # the Python client's offline install (pip install --no-build-isolation --no-index)
         python3-pip python3-setuptools python3-wheel
 )

@@ -9,6 +9,7 @@
 #include "api/listen.h"
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/notify.h"
 #include "base/util.h"
 #include "chat/chat.h"
 #include "chat/gateway.h"
@@ -20,6 +21,7 @@
 #include "responses/responses.h"
 #include "session/recent.h"
 #include "session/session.h"
+#include "systemd-unit.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -99,6 +101,9 @@ static const char serve_help[] =
         "      --mcp-config FILE   the MCP servers behind airlock, in the mcpServers JSON\n"
         "                          MCP clients read; also AIRLOCK_MCP_CONFIG. Their tools\n"
         "                          are offered at /mcp, the gateway and Code Mode\n"
+        "\n"
+        "      --print-systemd-unit  print the systemd unit meson installs\n"
+        "                          (airlock.service, docs/DEPLOY.md) and exit\n"
         "\n"
         "The API token is $AIRLOCK_TOKEN, else DIR/token (created on the first start and\n"
         "printed once). SIGTERM or SIGINT stop the daemon cleanly: every live session is\n"
@@ -191,7 +196,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_LLM_TIMEOUT,
                 OPT_CHAT_MAX_ROUNDS,
                 OPT_CHAT_REQUIRE_APPROVAL,
-                OPT_MCP_CONFIG
+                OPT_MCP_CONFIG,
+                OPT_PRINT_SYSTEMD_UNIT
         };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -222,6 +228,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "chat-max-rounds", required_argument, NULL, OPT_CHAT_MAX_ROUNDS },
                 { "chat-require-approval", no_argument, NULL, OPT_CHAT_REQUIRE_APPROVAL },
                 { "mcp-config", required_argument, NULL, OPT_MCP_CONFIG },
+                { "print-systemd-unit", no_argument, NULL, OPT_PRINT_SYSTEMD_UNIT },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -390,6 +397,10 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 case OPT_CHAT_REQUIRE_APPROVAL:
                         a->chat_require_approval = true;
                         break;
+                case OPT_PRINT_SYSTEMD_UNIT:
+                        /* The same bytes meson writes to packaging's airlock.service. */
+                        fputs((const char *) systemd_unit_source, stdout);
+                        exit(0);
                 case 'h':
                         fputs(serve_help, stdout);
                         exit(0);
@@ -491,6 +502,21 @@ static void check_nofile(struct session_manager *mgr, unsigned max_sessions, rli
                  need, per, fit);
 }
 
+/* Tells systemd (Type=notify) that the API answers; outside systemd it does nothing. A failure
+ * is said once and does not stop the daemon: systemd then times the start out itself. */
+static void notify_ready(const char *url)
+{
+        char state[512];
+        int r;
+
+        (void) snprintf(state, sizeof(state), "READY=1\nSTATUS=listening on %s", url);
+        r = notify_send(state);
+        if (r < 0)
+                log_warn("msg=\"cannot tell the service manager that the daemon is ready "
+                         "(NOTIFY_SOCKET '%s'): %s\"",
+                         getenv("NOTIFY_SOCKET"), strerror(-r));
+}
+
 int cmd_serve(int argc, char **argv)
 {
         _cleanup_free_ char *state_dir = NULL, *token = NULL;
@@ -575,7 +601,14 @@ int cmd_serve(int argc, char **argv)
                         fprintf(stderr, "airlock serve: %s\n", err.msg);
                         return EXIT_USAGE;
                 }
-                if (created)
+                /* Under systemd (which sets INVOCATION_ID for every service) stderr goes to
+                 * the journal, which more users may read than the 0600 token file. */
+                if (created && getenv("INVOCATION_ID"))
+                        fprintf(stderr,
+                                "airlock: new API token written to %s/token (not printed: "
+                                "this log goes to the journal)\n",
+                                state_dir);
+                else if (created)
                         fprintf(stderr, "airlock: new API token written to %s/token: %s\n",
                                 state_dir, token);
         }
@@ -681,6 +714,7 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
         fprintf(stderr, "airlock: listening on %s\n", api_server_url(srv));
+        notify_ready(api_server_url(srv));
         if (gateway.base_url)
                 fprintf(stderr,
                         "airlock: chat gateway at /v1/chat/completions and /v1/responses -> %s "
@@ -701,6 +735,7 @@ int cmd_serve(int argc, char **argv)
         }
         fprintf(stderr, "airlock: %s received, shutting down\n",
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+        (void) notify_send("STOPPING=1\nSTATUS=stopping every session");
 
         api_server_quiesce(srv);
         session_manager_shutdown(mgr);
