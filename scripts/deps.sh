@@ -21,6 +21,8 @@ packages=(
         chromium fonts-dejavu-core python3-pil
         # GET /metrics is parsed by a real Prometheus text parser (tests/e2e/test_metrics.py)
         python3-prometheus-client
+        # the man page (docs/airlock.1.md), and the packaging tests' tools
+        pandoc man-db systemd util-linux
         # the Python client's offline install (pip install --no-build-isolation --no-index)
         python3-pip python3-setuptools python3-wheel
 )

@@ -9,6 +9,7 @@
 #include "api/listen.h"
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/notify.h"
 #include "base/util.h"
 #include "chat/chat.h"
 #include "chat/gateway.h"
@@ -20,6 +21,7 @@
 #include "responses/responses.h"
 #include "session/recent.h"
 #include "session/session.h"
+#include "systemd-unit.h"
 #include "tenant/tenant.h"
 
 #include <errno.h>
@@ -113,6 +115,9 @@ static const char serve_help[] =
         "      --mcp-config FILE   the MCP servers behind airlock, in the mcpServers JSON\n"
         "                          MCP clients read; also AIRLOCK_MCP_CONFIG. Their tools\n"
         "                          are offered at /mcp, the gateway and Code Mode\n"
+        "\n"
+        "      --print-systemd-unit  print the systemd unit meson installs\n"
+        "                          (airlock.service, docs/DEPLOY.md) and exit\n"
         "\n"
         "The API token is $AIRLOCK_TOKEN, else DIR/token (created on the first start and\n"
         "printed once). SIGTERM or SIGINT stop the daemon cleanly: every live session is\n"
@@ -213,7 +218,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_METRICS_LISTEN,
                 OPT_METRICS_PUBLIC,
                 OPT_METRICS_TOKEN_FILE,
-                OPT_METRICS_TOP_SESSIONS
+                OPT_METRICS_TOP_SESSIONS,
+                OPT_PRINT_SYSTEMD_UNIT
         };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -248,6 +254,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "metrics-public", no_argument, NULL, OPT_METRICS_PUBLIC },
                 { "metrics-token-file", required_argument, NULL, OPT_METRICS_TOKEN_FILE },
                 { "metrics-top-sessions", required_argument, NULL, OPT_METRICS_TOP_SESSIONS },
+                { "print-systemd-unit", no_argument, NULL, OPT_PRINT_SYSTEMD_UNIT },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -430,6 +437,10 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 case OPT_CHAT_REQUIRE_APPROVAL:
                         a->chat_require_approval = true;
                         break;
+                case OPT_PRINT_SYSTEMD_UNIT:
+                        /* The same bytes meson writes to packaging's airlock.service. */
+                        fputs((const char *) systemd_unit_source, stdout);
+                        exit(0);
                 case 'h':
                         fputs(serve_help, stdout);
                         exit(0);
@@ -615,6 +626,21 @@ static int check_metrics_listen(const struct serve_args *a)
         return 0;
 }
 
+/* Tells systemd (Type=notify) that the API answers; outside systemd it does nothing. A failure
+ * is said once and does not stop the daemon: systemd then times the start out itself. */
+static void notify_ready(const char *url)
+{
+        char state[512];
+        int r;
+
+        (void) snprintf(state, sizeof(state), "READY=1\nSTATUS=listening on %s", url);
+        r = notify_send(state);
+        if (r < 0)
+                log_warn("msg=\"cannot tell the service manager that the daemon is ready "
+                         "(NOTIFY_SOCKET '%s'): %s\"",
+                         getenv("NOTIFY_SOCKET"), strerror(-r));
+}
+
 int cmd_serve(int argc, char **argv)
 {
         _cleanup_free_ char *state_dir = NULL, *token = NULL, *metrics_token = NULL;
@@ -701,7 +727,14 @@ int cmd_serve(int argc, char **argv)
                         fprintf(stderr, "airlock serve: %s\n", err.msg);
                         return EXIT_USAGE;
                 }
-                if (created)
+                /* Under systemd (which sets INVOCATION_ID for every service) stderr goes to
+                 * the journal, which more users may read than the 0600 token file. */
+                if (created && getenv("INVOCATION_ID"))
+                        fprintf(stderr,
+                                "airlock: new API token written to %s/token (not printed: "
+                                "this log goes to the journal)\n",
+                                state_dir);
+                else if (created)
                         fprintf(stderr, "airlock: new API token written to %s/token: %s\n",
                                 state_dir, token);
         }
@@ -838,6 +871,7 @@ int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "airlock: GET /metrics without a token on %s\n",
                         api_server_url(msrv));
         }
+        notify_ready(api_server_url(srv));
         if (gateway.base_url)
                 fprintf(stderr,
                         "airlock: chat gateway at /v1/chat/completions and /v1/responses -> %s "
@@ -858,6 +892,7 @@ int cmd_serve(int argc, char **argv)
         }
         fprintf(stderr, "airlock: %s received, shutting down\n",
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+        (void) notify_send("STOPPING=1\nSTATUS=stopping every session");
 
         api_server_quiesce(msrv);
         api_server_quiesce(srv);
