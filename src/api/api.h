@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct api_server;
+struct audit;
 struct chat_gateway_config;
 struct e2b;
 struct hub;
@@ -38,6 +39,9 @@ struct api_config {
         /* The E2B SDK's surface under /e2b/api and /e2b/sandbox (docs/E2B.md); borrowed, must
          * outlive the server; NULL = those routes are off (404). */
         struct e2b *e2b;
+        /* The audit log (audit.h; borrowed, must outlive the server): auth failures are written
+         * to it, and each handler runs in an audit scope with its request id. NULL = none. */
+        struct audit *audit;
         /* Connections (0 = the defaults below). */
         unsigned max_connections;            /* open at once (default 4096) */
         unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)
