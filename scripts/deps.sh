@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
         # build
         gcc meson ninja-build pkg-config libseccomp-dev libjansson-dev libpython3.11-dev python3
+        # SHA-256 of the audit log's code_sha256 (libcrypto)
+        libssl-dev
         libmicrohttpd-dev libcurl4-openssl-dev
         libsqlite3-dev libpcre2-dev
         # SHA-256 of tenant keys (src/tenant)

@@ -29,6 +29,7 @@ struct api_server {
         struct tools_backend *tools_backend; /* the MCP sessions' sandboxes, on mgr */
         struct hub *hub;                     /* internal tools (borrowed); NULL = none */
         struct e2b *e2b;                     /* /e2b (borrowed); NULL = those routes are off */
+        struct audit *audit;                 /* the audit log (borrowed); NULL = none */
         struct mcp_http *mcp;                /* /mcp: the MCP sessions */
         struct tenant_registry *tenants;     /* borrowed; NULL = the token only */
         enum jail_isolation mode;
@@ -43,6 +44,9 @@ struct api_server {
         int listen_fd;
         char *unix_path; /* the socket we created, removed at the end */
         char url[512];
+        /* Request ids are this daemon's random prefix and a counter, so that the ids in an
+         * audit log that outlives restarts stay distinct. */
+        uint32_t req_prefix;
         atomic_uint_fast64_t next_req;
         atomic_uint in_flight; /* requests between their headers and their log line */
         /* Connections suspended for a handler or a stream, counted until their resume call

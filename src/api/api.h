@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct api_server;
+struct audit;
 struct chat_gateway_config;
 struct e2b;
 struct hub;
@@ -49,6 +50,9 @@ struct api_config {
         /* Tenants' keys and quotas (docs/TENANTS.md); borrowed, must outlive the server; NULL =
          * the token is the only key. */
         struct tenant_registry *tenants;
+        /* The audit log (audit.h; borrowed, must outlive the server): auth failures are written
+         * to it, and each handler runs in an audit scope with its request id. NULL = none. */
+        struct audit *audit;
         /* Connections (0 = the defaults below). */
         unsigned max_connections;            /* open at once (default 4096) */
         unsigned max_connections_per_client; /* from one IP address (default 512; UINT_MAX = no cap)

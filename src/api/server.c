@@ -6,6 +6,7 @@
  * surface. */
 #include "api-internal.h"
 
+#include "audit/audit.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -239,6 +241,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         atomic_fetch_sub(&srv->in_flight, 1);
 }
 
+/* An auth failure's audit line: who (the peer address), where (method and path, escaped as in
+ * the log line) and why: "missing", "malformed" or "invalid". Never the token presented, which
+ * may be a real key sent to the wrong daemon. The tenant is unknown: null. */
+static void audit_auth_failure(struct api_request *req, const char *reason)
+{
+        const union MHD_ConnectionInfo *ci;
+        char addr[INET6_ADDRSTRLEN + 8] = "unix", path[512];
+
+        if (!req->srv->audit)
+                return;
+        ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+                (void) inet_ntop(AF_INET, &((const struct sockaddr_in *) ci->client_addr)->sin_addr,
+                                 addr, sizeof(addr));
+        else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6)
+                (void) inet_ntop(AF_INET6,
+                                 &((const struct sockaddr_in6 *) ci->client_addr)->sin6_addr, addr,
+                                 sizeof(addr));
+        log_path(req->raw_path ? req->raw_path : "", path, sizeof(path));
+        audit_emit(req->srv->audit, "auth.failure", NULL, NULL, req->id,
+                   json_pack("{s:s, s:o, s:s, s:s}", "remote", addr, "method",
+                             audit_string(req->method), "route", path, "reason", reason));
+}
+
 static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
                                   const char *value)
 {
@@ -321,8 +347,10 @@ static int request_check(struct api_request *req, const char *mhd_method)
                 auth = api_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
                 if (!auth || api_bearer_parse(auth, &token, &token_len) < 0 ||
                     api_key_tenant(srv, token, token_len, &req->tenant) < 0) {
-                        /* AUDIT: auth.failure (tenant unknown) goes here once src/audit lands:
-                         * audit_emit(a, "auth.failure", NULL, NULL, req->id, ...). */
+                        audit_auth_failure(req, !auth ? "missing"
+                                                : api_bearer_parse(auth, &token, &token_len) < 0
+                                                        ? "malformed"
+                                                        : "invalid");
                         r = api_reply_error_header(
                                 req, MHD_HTTP_UNAUTHORIZED, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                 "Bearer realm=\"airlock\"", "missing or invalid bearer token");
@@ -467,9 +495,15 @@ static void run_handler(struct dispatch_job *job)
         struct MHD_Connection *conn = req->conn;
         int r;
 
-        /* The session manager checks ownership and quotas against this (tenant.h). */
+        /* The session manager checks ownership and quotas against the tenant (tenant.h); the
+         * audit lines of the request carry its name and request id. */
         tenant_scope_set(req->tenant);
+        audit_scope_enter(
+                &(struct audit_scope){ .audit = srv->audit,
+                                       .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
+                                       .request_id = req->id });
         r = req->route->handler(req);
+        audit_scope_leave();
         tenant_scope_set(NULL);
         if (r < 0 && !req->replied) {
                 log_error_errno(r, "req=%s handler failed", req->id);
@@ -502,8 +536,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 (void) snprintf(req->method, sizeof(req->method), "%s", method);
                 req->start_ns = now_ns();
                 req->raw_path = strdup(url);
-                (void) snprintf(req->id, sizeof(req->id), "%08" PRIxFAST64,
-                                (uint_fast64_t) atomic_fetch_add(&srv->next_req, 1));
+                (void) snprintf(req->id, sizeof(req->id), "%08" PRIx32 "%08" PRIx32,
+                                srv->req_prefix, (uint32_t) atomic_fetch_add(&srv->next_req, 1));
                 *con_cls = req;
                 if (!req->raw_path)
                         return MHD_NO;
@@ -817,6 +851,10 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->metrics_top_sessions = cfg->metrics_top_sessions;
         srv->routes = cfg->metrics_only ? metrics_routes : routes;
         srv->n_routes = cfg->metrics_only ? ELEMENTSOF(metrics_routes) : ELEMENTSOF(routes);
+        srv->audit = cfg->audit;
+        if (getrandom(&srv->req_prefix, sizeof(srv->req_prefix), GRND_NONBLOCK) !=
+            sizeof(srv->req_prefix))
+                srv->req_prefix = (uint32_t) now_ns();
         atomic_init(&srv->next_req, 1);
         atomic_init(&srv->in_flight, 0);
         atomic_init(&srv->stopping, false);

@@ -7,6 +7,7 @@
 #include "api/api.h"
 #include "api/auth.h"
 #include "api/listen.h"
+#include "audit/audit.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/notify.h"
@@ -19,6 +20,7 @@
 #include "openai/openai.h"
 #include "profile/profile.h"
 #include "responses/responses.h"
+#include "serve-audit.h"
 #include "session/recent.h"
 #include "session/session.h"
 #include "systemd-unit.h"
@@ -118,6 +120,20 @@ static const char serve_help[] =
         "\n"
         "      --print-systemd-unit  print the systemd unit meson installs\n"
         "                          (airlock.service, docs/DEPLOY.md) and exit\n"
+        "The audit log (docs/AUDIT.md): one JSON line per security-relevant event:\n"
+        "      --audit-log PATH    the file (created 0600); default DIR/audit.log; off =\n"
+        "                          no file\n"
+        "      --audit-max-size N  rotate before the file passes N (default 100M, 0 =\n"
+        "                          never)\n"
+        "      --audit-keep N      rotated files kept, PATH.1 (newest) .. PATH.N\n"
+        "                          (default 5)\n"
+        "      --audit-syslog FACILITY  also to syslog(3) (journald reads it): auth,\n"
+        "                          authpriv, daemon, user, local0..local7; default off\n"
+        "      --audit-code on|off the code text in execution lines (default on; its\n"
+        "                          SHA-256 is always there)\n"
+        "      --audit-fail continue|refuse  when a line cannot be written (disk full):\n"
+        "                          executions go on (default) or are refused with 503\n"
+        "SIGHUP reopens the audit log (after an outside rotation).\n"
         "\n"
         "The API token is $AIRLOCK_TOKEN, else DIR/token (created on the first start and\n"
         "printed once). SIGTERM or SIGINT stop the daemon cleanly: every live session is\n"
@@ -167,6 +183,7 @@ struct serve_args {
         bool metrics_public;
         const char *metrics_token_file;
         unsigned metrics_top_sessions;
+        struct serve_audit audit;
 };
 
 static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret)
@@ -219,7 +236,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_METRICS_PUBLIC,
                 OPT_METRICS_TOKEN_FILE,
                 OPT_METRICS_TOP_SESSIONS,
-                OPT_PRINT_SYSTEMD_UNIT
+                OPT_PRINT_SYSTEMD_UNIT,
+                OPT_AUDIT /* every --audit-* flag: serve-audit.c reads them */
         };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, OPT_LISTEN },
@@ -255,13 +273,25 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "metrics-token-file", required_argument, NULL, OPT_METRICS_TOKEN_FILE },
                 { "metrics-top-sessions", required_argument, NULL, OPT_METRICS_TOP_SESSIONS },
                 { "print-systemd-unit", no_argument, NULL, OPT_PRINT_SYSTEMD_UNIT },
+                { "audit-log", required_argument, NULL, OPT_AUDIT },
+                { "audit-max-size", required_argument, NULL, OPT_AUDIT },
+                { "audit-keep", required_argument, NULL, OPT_AUDIT },
+                { "audit-syslog", required_argument, NULL, OPT_AUDIT },
+                { "audit-code", required_argument, NULL, OPT_AUDIT },
+                { "audit-fail", required_argument, NULL, OPT_AUDIT },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        int c;
+        char flag[64];
+        int c, k;
 
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "h", opts, &k)) != -1) {
                 switch (c) {
+                case OPT_AUDIT:
+                        (void) snprintf(flag, sizeof(flag), "--%s", opts[k].name);
+                        if (serve_audit_flag(&a->audit, flag, optarg) < 0)
+                                return -EINVAL;
+                        break;
                 case OPT_LISTEN:
                         a->listen = optarg;
                         break;
@@ -663,6 +693,7 @@ int cmd_serve(int argc, char **argv)
         struct api_server *srv = NULL, *msrv = NULL;
         struct responses *responses = NULL;
         struct hub *hub = NULL;
+        struct audit *audit = NULL;
         struct api_listen l;
         enum jail_isolation mode;
         const char *why = NULL, *env_token;
@@ -671,6 +702,7 @@ int cmd_serve(int argc, char **argv)
         bool created = false;
         int r, sig = 0, status = EXIT_USAGE;
 
+        serve_audit_defaults(&a.audit);
         if (parse_args(argc, argv, &a) < 0 || cli_hub_check("serve", a.mcp_config) < 0)
                 return EXIT_USAGE;
         if (chat_config_resolve(a.llm_base_url, a.llm_model, a.llm_api_key, &chat) < 0)
@@ -741,6 +773,10 @@ int cmd_serve(int argc, char **argv)
         if (load_metrics_token(&a, state_dir, &metrics_token) < 0)
                 return EXIT_USAGE;
 
+        /* Before anything can happen that the log should record. */
+        if (serve_audit_open(&a.audit, state_dir, &audit) < 0)
+                return EXIT_USAGE;
+
         r = cli_probe_mode("serve", mode, &features);
         print_probe(&features, mode);
         if (r < 0)
@@ -781,7 +817,8 @@ int cmd_serve(int argc, char **argv)
                                                   .recent_executions = a.recent_executions,
                                                   .interrupt_grace_ms = 2000,
                                                   .state_dir = state_dir,
-                                                  .hub = hub },
+                                                  .hub = hub,
+                                                  .audit = audit },
                 &mgr, &err);
         if (r < 0) {
                 fprintf(stderr, "airlock serve: cannot start sessions: %s\n", err.msg);
@@ -841,6 +878,7 @@ int cmd_serve(int argc, char **argv)
                                       .metrics_token = metrics_token,
                                       .metrics_top_sessions = a.metrics_top_sessions,
                                       .tenants = tenants,
+                                      .audit = audit,
                                       .mode = mode,
                                       .max_connections = a.max_connections,
                                       .max_connections_per_client = a.max_connections_per_client,
@@ -885,7 +923,8 @@ int cmd_serve(int argc, char **argv)
                 if (sigwait(&mask, &sig) != 0)
                         continue;
                 if (sig == SIGHUP) {
-                        log_info("SIGHUP ignored (nothing to reload)");
+                        log_info("SIGHUP: reopening the audit log");
+                        (void) audit_reopen(audit);
                         continue;
                 }
                 break;
@@ -916,6 +955,7 @@ out:
         suspend_store_free(gateway.suspended);
         jail_features_done(&features);
         chat_config_done(&chat);
+        audit_free(audit);
         if (token)
                 explicit_bzero(token, strlen(token));
         if (metrics_token)

@@ -5,7 +5,9 @@
 #include "session-internal.h"
 #include "session-table.h"
 
+#include "audit/audit.h"
 #include "base/cleanup.h"
+#include "base/util.h"
 #include "hub/hub.h"
 
 #include <errno.h>
@@ -137,6 +139,20 @@ static json_t *result_value(const struct hub_result *res)
         return v ? v : json_string(res->text);
 }
 
+/* A call from code: which tool of which server, how it ended and how long it took; never its
+ * arguments or result, which may hold the data the code works on. */
+static void audit_tool_call(struct session *s, const json_t *t, int r, bool is_error, uint64_t t0)
+{
+        audit_emit_scoped(s->mgr->cfg.audit, "tool.call", s->id,
+                          json_pack("{s:O, s:O, s:s, s:s, s:f}", "tool", json_object_get(t, "name"),
+                                    "server", json_object_get(t, "server"), "via", "code",
+                                    "outcome",
+                                    r < 0      ? "failed"
+                                    : is_error ? "tool_error"
+                                               : "ok",
+                                    "ms", (double) (now_ns() - t0) / 1e6));
+}
+
 static int codemode_call(void *userdata, const char *name, json_t *args, uint64_t deadline_ns,
                          const atomic_bool *cancel, json_t **ret_reply)
 {
@@ -147,6 +163,7 @@ static int codemode_call(void *userdata, const char *name, json_t *args, uint64_
         struct hub_result res = { 0 };
         char msg[AIRLOCK_ERROR_MAX + 256];
         const char *kind;
+        uint64_t t0;
         int r;
 
         if (!t || !callable(s, t)) {
@@ -180,13 +197,20 @@ static int codemode_call(void *userdata, const char *name, json_t *args, uint64_
                                         "code: add it to the session's code_tools (POST "
                                         "/v1/sessions) or to its profile's \"code_tools\"",
                                         name);
+                if (t)
+                        audit_emit_scoped(s->mgr->cfg.audit, "policy.refusal", s->id,
+                                          json_pack("{s:s, s:o, s:O, s:s}", "policy", "code_tools",
+                                                    "tool", audit_string(name), "server",
+                                                    json_object_get(t, "server"), "reason", msg));
                 *ret_reply = reply_error(t ? "not_allowed" : "unknown", msg);
                 return *ret_reply ? 0 : -ENOMEM;
         }
+        t0 = now_ns();
         r = hub_call(hub, name, t, args, deadline_ns, cancel, &res, &err);
         metrics_tool_call(METRICS_TOOL_CODEMODE, r < 0          ? METRICS_TOOL_FAILED
                                                  : res.is_error ? METRICS_TOOL_ERROR
                                                                 : METRICS_TOOL_OK);
+        audit_tool_call(s, t, r, res.is_error, t0);
         switch (r) {
         case 0:
                 *ret_reply = res.is_error ? reply_error("tool_error", res.text)

@@ -6,6 +6,7 @@
  * cannot be forked into new namespaces (its seccomp filter forbids making them, on purpose),
  * and a pool member loading a pickle is as fast as the pickle. docs/LIFECYCLE.md has the
  * reasoning and the numbers. */
+#include "audit/audit.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -154,6 +155,13 @@ int lifecycle_stop(struct session *s, bool shutdown, struct airlock_error *err)
         }
         log_info("session=%s profile=%s msg=\"session stopped%s\"", s->id, s->profile->name,
                  shutdown ? " (daemon shutting down)" : "");
+        /* Without a request in this thread, the manager's worker stopped it: idle or at the end
+         * of its lifetime. */
+        audit_emit_scoped(mgr->cfg.audit, "session.stopped", s->id,
+                          json_pack("{s:s}", "reason",
+                                    shutdown                ? "shutdown"
+                                    : audit_scope_current() ? "client"
+                                                            : "idle"));
         session_unref(s); /* the table's reference */
         return 0;
 }
@@ -254,6 +262,7 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         json_t *row = NULL, *report = NULL;
         const char *state;
         uint64_t t0 = now_ns(), t1 = 0, t2 = 0;
+        bool state_lost;
         int r;
 
         if (!mgr->store)
@@ -354,6 +363,7 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                 session_unref(s);
                 return r;
         }
+        state_lost = json_is_string(json_object_get(report, "error"));
         pthread_mutex_lock(&s->lock);
         s->sb = sb;
         s->phase = PHASE_LIVE;
@@ -363,11 +373,12 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
         (void) store_session_live(mgr->store, id);
+        audit_emit_scoped(
+                mgr->cfg.audit, "session.resumed", id,
+                json_pack("{s:s, s:b}", "profile", s->profile->name, "state_lost", state_lost));
         log_info("session=%s profile=%s msg=\"session resumed%s\" sandbox_ms=%.1f load_ms=%.1f", id,
-                 s->profile->name,
-                 json_is_string(json_object_get(report, "error")) ? " (part of its state lost)"
-                                                                  : "",
-                 (t1 - t0) / 1e6, (t2 - t1) / 1e6);
+                 s->profile->name, state_lost ? " (part of its state lost)" : "", (t1 - t0) / 1e6,
+                 (t2 - t1) / 1e6);
         *ret_s = s;
         return 0;
 }
@@ -413,6 +424,8 @@ void lifecycle_delete_due(struct session_manager *mgr)
                 pthread_mutex_unlock(&mgr->lock);
                 if (!resumed) {
                         lifecycle_remove_saved(mgr, id);
+                        audit_emit_scoped(mgr->cfg.audit, "session.deleted", id,
+                                          json_pack("{s:s}", "reason", "expired"));
                         log_info("session=%s msg=\"stopped session deleted: %s\"", id, reason);
                 }
         }
@@ -697,6 +710,15 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 session_unref(c);
         }
         reserved = false; /* every place went to a child */
+        {
+                json_t *children = json_array(), *c;
+                size_t k;
+
+                json_array_foreach (out, k, c)
+                        json_array_append(children, json_object_get(c, "id"));
+                audit_emit_scoped(mgr->cfg.audit, "session.forked", id,
+                                  json_pack("{s:o*}", "children", children));
+        }
         log_info("session=%s msg=\"forked into %u sessions (%llu bytes of state)\" save_ms=%.1f "
                  "sandboxes_ms=%.1f send_copy_ms=%.1f load_ms=%.1f",
                  id, n, (unsigned long long) bytes, (t[1] - t[0]) / 1e6, (t[2] - t[1]) / 1e6,

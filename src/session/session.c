@@ -7,6 +7,7 @@
  * nothing else. */
 #include "session.h"
 
+#include "audit/audit.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -1216,7 +1217,11 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         }
         log_info("session=%s profile=%s msg=\"session created\"", s->id, s->profile->name);
         metrics_session_created(s->metrics, now_ns() - t0);
+        if (!s->ephemeral)
+                audit_emit_scoped(mgr->cfg.audit, "session.created", s->id,
+                                  json_pack("{s:s}", "profile", s->profile->name));
         *ret_session = s;
+
         return 0;
 }
 
@@ -1290,8 +1295,12 @@ int session_destroy(struct session_manager *mgr, const char *id)
                 return -ENOENT;
         }
         if (s) {
+                bool ephemeral = s->ephemeral;
                 end_locked(mgr, s, false, "it was deleted by a client");
                 pthread_mutex_unlock(&mgr->lock);
+                if (!ephemeral)
+                        audit_emit_scoped(mgr->cfg.audit, "session.deleted", id,
+                                          json_pack("{s:s}", "reason", "client"));
                 return 0;
         }
         row = store_get(mgr->store, id);
@@ -1307,6 +1316,9 @@ int session_destroy(struct session_manager *mgr, const char *id)
                 log_info("session=%s msg=\"stopped session deleted by a client\"", id);
         }
         pthread_mutex_unlock(&mgr->lock);
+        if (row)
+                audit_emit_scoped(mgr->cfg.audit, "session.deleted", id,
+                                  json_pack("{s:s}", "reason", "client"));
         json_decref(row);
         return row ? 0 : -ENOENT;
 }
@@ -1986,6 +1998,52 @@ static int check_request(const struct profile *p, const struct exec_request *req
         return 0;
 }
 
+/* The execution's audit line (docs/AUDIT.md): what ran, where, and how it ended; a call that
+ * ran nothing (a busy or ended session) is written with status "failed" and the reason. */
+static void audit_execution(struct session *s, const struct exec_request *req, const json_t *result,
+                            int r, const struct airlock_error *err)
+{
+        struct audit *a = s->mgr->cfg.audit;
+        json_t *f;
+
+        if (!a)
+                return;
+        f = json_pack("{s:s, s:s}", "language", req->language ? req->language : "python", "profile",
+                      s->profile->name);
+        if (!f || audit_add_code(a, f, req->code, req->code ? strlen(req->code) : 0) < 0) {
+                json_decref(f);
+                audit_emit_scoped(a, "execution", s->id, NULL);
+                return;
+        }
+        if (req->one_shot)
+                json_object_set_new(f, "one_shot", json_true());
+        if (r >= 0 && result) {
+                json_object_set(f, "status", json_object_get(result, "status"));
+                json_object_set(f, "exit_code", json_object_get(result, "exit_code"));
+                json_object_set(f, "usage", json_object_get(result, "usage"));
+                if (json_is_string(json_object_get(result, "state")))
+                        json_object_set(f, "state", json_object_get(result, "state"));
+        } else {
+                json_object_set_new(f, "status", json_string("failed"));
+                json_object_set_new(f, "error",
+                                    audit_string(err && err->msg[0] ? err->msg : strerror(-r)));
+        }
+        audit_emit_scoped(a, "execution", s->id, f);
+}
+
+/* After check_request() refused req: a language the profile does not allow is a policy
+ * refusal worth a line (session NULL for a one-shot, refused before it had one). */
+static void audit_refusal(struct session_manager *mgr, const char *session, const struct profile *p,
+                          const struct exec_request *req, const struct airlock_error *err)
+{
+        if (!mgr->cfg.audit || !req->language || profile_allows_language(p, req->language))
+                return;
+        audit_emit_scoped(mgr->cfg.audit, "policy.refusal", session,
+                          json_pack("{s:s, s:s, s:s, s:s}", "policy", "language", "profile",
+                                    p->name, "language", req->language, "reason",
+                                    err ? err->msg : "not allowed"));
+}
+
 int session_execute(struct session *s, const struct exec_request *req, json_t **ret_result,
                     struct airlock_error *err)
 {
@@ -1993,13 +2051,20 @@ int session_execute(struct session *s, const struct exec_request *req, json_t **
         int r;
 
         r = check_request(s->profile, req, err);
+        if (r < 0) {
+                audit_refusal(s->mgr, s->id, s->profile, req, err);
+                return r;
+        }
+        /* --audit-fail=refuse: no code runs that the log could not record. */
+        r = audit_check(s->mgr->cfg.audit, err);
         if (r < 0)
                 return r;
         r = acquire(s, true, &live, err);
-        if (r < 0)
-                return r;
-        r = execute_live(live, req, ret_result, err);
-        session_unref(live);
+        if (r >= 0) {
+                r = execute_live(live, req, ret_result, err);
+                session_unref(live);
+        }
+        audit_execution(s, req, r >= 0 ? *ret_result : NULL, r, err);
         return r;
 }
 
@@ -2112,13 +2177,34 @@ static int do_list(struct sandbox *sb, bool busy, void *arg, struct airlock_erro
         return sandbox_file_list(sb, a->path, a->ret_listing, err);
 }
 
+/* A file transfer's audit line: the path as the client gave it, the bytes moved, and, when it
+ * was refused, why (a path out of /work is worth recording too). Returns r. */
+static int audit_file(struct session *s, const char *event, const char *path, uint64_t bytes, int r,
+                      const struct airlock_error *err)
+{
+        struct audit *a = s->mgr->cfg.audit;
+        json_t *f;
+
+        if (!a)
+                return r;
+        f = json_pack("{s:o, s:s}", "path", audit_string(path), "outcome", r >= 0 ? "ok" : "error");
+        if (f && r >= 0 && strcmp(event, "file.delete") != 0)
+                json_object_set_new(f, "bytes", json_integer((json_int_t) bytes));
+        if (f && r < 0)
+                json_object_set_new(f, "error",
+                                    audit_string(err && err->msg[0] ? err->msg : strerror(-r)));
+        audit_emit_scoped(a, event, s->id, f);
+        return r;
+}
+
 int session_file_read(struct session *s, const char *path, size_t max_bytes, char **ret_data,
                       size_t *ret_len, struct airlock_error *err)
 {
         struct file_args a = {
                 .path = path, .max_bytes = max_bytes, .ret_data = ret_data, .ret_len = ret_len
         };
-        return with_sandbox(s, false, do_read, &a, err);
+        int r = with_sandbox(s, false, do_read, &a, err);
+        return audit_file(s, "file.download", path, r >= 0 ? *ret_len : 0, r, err);
 }
 
 int session_file_open(struct session *s, const char *path, size_t max_bytes, int *ret_fd,
@@ -2127,21 +2213,24 @@ int session_file_open(struct session *s, const char *path, size_t max_bytes, int
         struct file_args a = {
                 .path = path, .max_bytes = max_bytes, .ret_fd = ret_fd, .ret_size = ret_size
         };
-        return with_sandbox(s, false, do_open, &a, err);
+        int r = with_sandbox(s, false, do_open, &a, err);
+        return audit_file(s, "file.download", path, r >= 0 ? *ret_size : 0, r, err);
 }
 
 int session_file_write(struct session *s, const char *path, const void *data, size_t len,
                        struct airlock_error *err)
 {
         struct file_args a = { .path = path, .data = data, .len = len, .mgr = s->mgr };
-        return with_sandbox(s, true, do_write, &a, err);
+        int r = with_sandbox(s, true, do_write, &a, err);
+        return audit_file(s, "file.upload", path, len, r, err);
 }
 
 int session_file_delete(struct session *s, const char *path, uint64_t timeout_ms,
                         struct tree_removal *ret_removal, struct airlock_error *err)
 {
         struct file_args a = { .path = path, .ret_removal = ret_removal, .timeout_ms = timeout_ms };
-        return with_sandbox(s, true, do_delete, &a, err);
+        int r = with_sandbox(s, true, do_delete, &a, err);
+        return audit_file(s, "file.delete", path, 0, r, err);
 }
 
 int session_file_list(struct session *s, const char *dir, json_t **ret_listing,
@@ -2241,7 +2330,7 @@ int session_run_once_files(struct session_manager *mgr, const struct session_cre
         struct session_create_options o = opts ? *opts : (struct session_create_options){ 0 };
         struct exec_request once = *req;
         struct session *s = NULL;
-        struct profile_slot *slot;
+        struct profile_slot *slot = NULL;
         char id[SESSION_ID_LEN + 1];
         int r;
 
@@ -2250,6 +2339,11 @@ int session_run_once_files(struct session_manager *mgr, const struct session_cre
         if (r >= 0)
                 r = check_request(slot->profile, req, err);
         pthread_mutex_unlock(&mgr->lock);
+        if (r < 0 && slot)
+                audit_refusal(mgr, NULL, slot->profile, req, err);
+        /* --audit-fail=refuse: refused before a sandbox is taken for it. */
+        if (r >= 0)
+                r = audit_check(mgr->cfg.audit, err);
         if (r < 0)
                 return r;
         o.ephemeral = true;

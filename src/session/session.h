@@ -23,6 +23,7 @@
 
 #define SESSION_ID_LEN 26 /* "s-" + 24 lowercase hex characters */
 
+struct audit;
 struct session;
 struct hub;
 struct session_manager;
@@ -57,6 +58,11 @@ struct session_manager_config {
         /* Executions kept in memory for GET /v1/executions and the dashboard (recent.h): 0 =
          * RECENT_CAPACITY_DEFAULT, SESSION_RECENT_OFF = none kept. */
         unsigned recent_executions;
+        /* The audit log (audit.h; borrowed, must outlive the manager): sessions' lifecycle,
+         * executions, file transfers and Code Mode's tool calls are written to it, and
+         * executions are refused while it cannot be written under --audit-fail=refuse (-ESHUTDOWN,
+         * err naming the audit failure). NULL = none. */
+        struct audit *audit;
 };
 
 #define SESSION_RECENT_OFF UINT32_MAX /* for recent_executions */

@@ -5,6 +5,7 @@
 #include "base/json-util.h"
 #include "tools-internal.h"
 
+#include "audit/audit.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "profile/profile.h"
@@ -608,9 +609,29 @@ int toolbox_call(struct toolbox *tb, const char *name, json_t *args, struct tool
         return toolbox_call_until(tb, name, args, 0, ret_res);
 }
 
+/* The tool call's audit line, in the daemon (a request's scope names the audit log): the tool,
+ * its server ("airlock" for airlock's own), how it ended and how long it took. Not its
+ * arguments: run_python's code is in its execution line, and other arguments may be data. */
+static void audit_tool_call(struct toolbox *tb, const char *name, const struct tool *t,
+                            const struct tool_result *res, uint64_t t0)
+{
+        const struct audit_scope *scope = audit_scope_current();
+        char server[128] = "airlock";
+
+        if (!scope || !scope->audit)
+                return;
+        if (!t && !tools_internal_server(tb->hub, name, server, sizeof(server)))
+                (void) snprintf(server, sizeof(server), "unknown");
+        audit_emit_scoped(scope->audit, "tool.call", res->session_id,
+                          json_pack("{s:o, s:s, s:s, s:f}", "tool", audit_string(name), "server",
+                                    server, "outcome", res->is_error ? "tool_error" : "ok", "ms",
+                                    (double) (now_ns() - t0) / 1e6));
+}
+
 int toolbox_call_until(struct toolbox *tb, const char *name, json_t *args, uint64_t deadline_ns,
                        struct tool_result *ret_res)
 {
+        uint64_t t0 = now_ns();
         struct tool_result res = { 0 };
         struct airlock_error err = { { 0 } };
         const struct tool *t = tools_find(name);
@@ -646,6 +667,7 @@ int toolbox_call_until(struct toolbox *tb, const char *name, json_t *args, uint6
         if (tb->session_id)
                 res.session_id = strdup(tb->session_id);
         (void) pthread_mutex_unlock(&tb->lock);
+        audit_tool_call(tb, name, t, &res, t0);
         *ret_res = res;
         return 0;
 }
