@@ -7,6 +7,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/utf8.h"
+#include "metrics/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -260,6 +261,7 @@ static void lost_locked(struct audit *a, int r)
 {
         a->lost++;
         atomic_fetch_add(&a->failures, 1);
+        metrics_audit_failure();
         if (a->failing)
                 return;
         a->fail_errno = -r;

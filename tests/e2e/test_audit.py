@@ -406,6 +406,12 @@ def test_a_full_disk(mode):
         # continue: the first line that failed and two more; refuse: the first only, as the
         # two cells after it never ran
         assert resumed[0]["lost"] == (3 if mode == "continue" else 1)
+        # The failures are counted where a platform team watches (docs/METRICS.md).
+        r = d.get("/metrics")
+        assert r.status_code == 200, r.text
+        counted = [ln for ln in r.text.splitlines()
+                   if ln.startswith("airlock_audit_write_failures_total ")]
+        assert counted and float(counted[0].split()[1]) == resumed[0]["lost"], counted
         assert one(lines, "execution", request_id=back_rid)["code"] == "print('back')"
         d.delete(f"/v1/sessions/{sid}")
     finally:
