@@ -192,6 +192,7 @@ int api_handle_e2b_get(struct api_request *req);            /* routes-e2b.c */
 int api_handle_e2b_list(struct api_request *req);           /* routes-e2b.c */
 int api_handle_e2b_kill(struct api_request *req);           /* routes-e2b.c */
 int api_handle_e2b_pause(struct api_request *req);          /* routes-e2b.c */
+int api_handle_e2b_timeout(struct api_request *req);        /* routes-e2b.c */
 int api_handle_e2b_connect(struct api_request *req);        /* routes-e2b.c */
 int api_handle_e2b_api_other(struct api_request *req);      /* routes-e2b.c */
 int api_handle_e2b_health(struct api_request *req);         /* routes-e2b.c */

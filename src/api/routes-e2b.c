@@ -8,6 +8,8 @@
  * are made whole, then sent: an execution's events arrive when it ends. */
 #include "api-internal.h"
 
+#include "json-body.h"
+
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/utf8.h"
@@ -25,6 +27,7 @@
 
 #define E2B_CMD_MAX (256u * 1024u) /* a command line built for commands.run */
 #define E2B_CLIENT_ID "airlock"
+#define E2B_TIMEOUT_MAX_S 86400u /* E2B's own longest sandbox */
 
 /* {"code": status, "message": msg}: E2B's API and envd answer errors so. */
 static int e2b_reply(struct api_request *req, unsigned status, const char *fmt, ...)
@@ -101,20 +104,25 @@ static json_t *sandbox_json(struct api_request *req, const json_t *desc)
         const char *sid = json_string_value(json_object_get(desc, "id"));
         const char *state = json_string_value(json_object_get(desc, "state"));
         const char *created = json_string_value(json_object_get(desc, "created_at"));
+        const char *stops_at = json_string_value(json_object_get(desc, "stops_at"));
         const json_t *limit = json_object_get(json_object_get(desc, "usage"), "memory_limit_bytes");
+        json_t *metadata = json_object_get(desc, "metadata");
         char id[E2B_SANDBOX_ID_LEN + 1], tmpl[64], end[32];
 
         if (!sid || e2b_sandbox_id(sid, id) < 0)
                 return NULL;
         e2b_template_of(req->srv->e2b, sid, tmpl);
-        /* E2B's endAt: when the sandbox would end unless used again (airlock stops it when idle
-         * for stop_after_s). */
+        /* E2B's endAt: when the sandbox stops, its lifetime (E2B's timeout), or else when it
+         * would stop unless used again (idle for stop_after_s). */
         rfc3339(time(NULL) + json_integer_value(json_object_get(desc, "stop_after_s")), end);
-        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:{}, s:s}", "sandboxID",
-                         id, "templateID", tmpl, "alias", tmpl, "clientID", E2B_CLIENT_ID,
-                         "startedAt", created ? created : end, "endAt", end, "state",
+        if (stops_at)
+                (void) snprintf(end, sizeof(end), "%s", stops_at);
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:o, s:s}", "sandboxID", id,
+                         "templateID", tmpl, "alias", tmpl, "clientID", E2B_CLIENT_ID, "startedAt",
+                         created ? created : end, "endAt", end, "state",
                          state && strcmp(state, "stopped") == 0 ? "paused" : "running", "cpuCount",
                          1, "memoryMB", (json_int_t) (json_integer_value(limit) >> 20), "metadata",
+                         json_is_object(metadata) ? json_incref(metadata) : json_object(),
                          "envdVersion", E2B_ENVD_VERSION);
 }
 
@@ -182,14 +190,35 @@ static void env_free(char **env)
         free(env);
 }
 
+/* E2B's timeout (seconds; NULL or null: none) as the session's lifetime: E2B ends a sandbox
+ * that long from now whatever its activity; airlock stops it (its state saved, as pause does)
+ * and, so that it does not stop earlier for being idle, makes its idle stop as long. Returns
+ * 1, or 0 when a 400 was queued. */
+static int timeout_of(struct api_request *req, const json_t *v, uint64_t *ret_s)
+{
+        int r;
+
+        if (!v || json_is_null(v))
+                return 1;
+        if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+            json_integer_value(v) > E2B_TIMEOUT_MAX_S) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                              "timeout must be a number of seconds, 1 to %u (24 hours)",
+                              E2B_TIMEOUT_MAX_S);
+                return r < 0 ? r : 0;
+        }
+        *ret_s = (uint64_t) json_integer_value(v);
+        return 1;
+}
+
 int api_handle_e2b_create(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        json_t *root = NULL, *tmpl_v, *timeout_v;
+        json_t *root = NULL, *tmpl_v, *metadata;
         const char *tmpl = "base";
         struct session *s = NULL;
         char **env = NULL;
-        uint64_t stop_after_ms = 0;
+        uint64_t lifetime_s = 0;
         char session[32];
         int r;
 
@@ -208,18 +237,14 @@ int api_handle_e2b_create(struct api_request *req)
         }
         if (tmpl_v)
                 tmpl = json_string_value(tmpl_v);
-        timeout_v = json_object_get(root, "timeout");
-        if (timeout_v && !json_is_null(timeout_v)) {
-                if (!json_is_integer(timeout_v) || json_integer_value(timeout_v) <= 0 ||
-                    json_integer_value(timeout_v) > 86400) {
-                        json_decref(root);
-                        return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
-                                         "timeout must be a number of seconds, 1 to 86400");
-                }
-                /* Until sessions have a lifetime, E2B's timeout is the idle time after which
-                 * the session stops (its state kept, as pause does). */
-                stop_after_ms = (uint64_t) json_integer_value(timeout_v) * 1000u;
+        r = timeout_of(req, json_object_get(root, "timeout"), &lifetime_s);
+        if (r <= 0) {
+                json_decref(root);
+                return r;
         }
+        metadata = json_object_get(root, "metadata");
+        if (json_is_null(metadata))
+                metadata = NULL;
         r = env_of(req, json_object_get(root, "envVars"), &env);
         if (r <= 0) {
                 json_decref(root);
@@ -227,7 +252,9 @@ int api_handle_e2b_create(struct api_request *req)
         }
         r = session_create(req->srv->mgr,
                            &(struct session_create_options){ .profile = e2b_template_profile(tmpl),
-                                                             .stop_after_ms = stop_after_ms,
+                                                             .stop_after_ms = lifetime_s * 1000u,
+                                                             .lifetime_s = lifetime_s,
+                                                             .metadata = metadata,
                                                              .env = env },
                            &s, &err);
         env_free(env);
@@ -274,12 +301,76 @@ int api_handle_e2b_get(struct api_request *req)
         return obj ? api_reply_json(req, MHD_HTTP_OK, obj) : -ENOMEM;
 }
 
+/* The query of a listing: state (repeated, or comma-separated: "running", "paused") and
+ * metadata, which the SDK sends as one argument holding "k=v&k2=v2", keys and values
+ * percent-encoded twice (encodeURIComponent, then URLSearchParams), as E2B's API decodes it. */
+struct list_query {
+        bool running, paused, any_state;
+        json_t *metadata; /* the filter, NULL = none */
+        const char *bad;  /* why the query is refused (static) */
+        struct body_error berr;
+};
+
+/* Decodes src (len bytes) twice into dst. Returns 0 or -EINVAL. */
+static int decode_twice(const char *src, size_t len, char *dst, size_t size)
+{
+        char once[2048];
+
+        if (percent_decode(src, len, true, once, sizeof(once)) < 0)
+                return -EINVAL;
+        return percent_decode(once, strlen(once), true, dst, size);
+}
+
+static int list_metadata(struct list_query *q, const char *raw)
+{
+        char text[4096], k[256], v[2048];
+        const char *p = text;
+
+        if (percent_decode(raw, strlen(raw), true, text, sizeof(text)) < 0)
+                return -EINVAL;
+        while (*p) {
+                size_t n = strcspn(p, "&");
+                const char *eq = memchr(p, '=', n);
+
+                if (n > 0 && (!eq || decode_twice(p, (size_t) (eq - p), k, sizeof(k)) < 0 ||
+                              decode_twice(eq + 1, n - (size_t) (eq - p) - 1, v, sizeof(v)) < 0 ||
+                              body_metadata_filter_add(&q->metadata, k, v, &q->berr) < 0))
+                        return -EINVAL;
+                p += n + (p[n] == '&');
+        }
+        return 0;
+}
+
+static enum MHD_Result scan_list_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+        struct list_query *q = cls;
+        char st[64];
+
+        (void) kind;
+        if (!key || !value)
+                return MHD_YES;
+        if (strcmp(key, "metadata") == 0 && list_metadata(q, value) < 0) {
+                q->bad = q->berr.msg[0] ? q->berr.msg
+                                        : "metadata: a malformed filter (the SDK's "
+                                          "query.metadata: an object of strings)";
+                return MHD_NO;
+        }
+        if (strcmp(key, "state") == 0) {
+                if (percent_decode(value, strlen(value), true, st, sizeof(st)) < 0) {
+                        q->bad = "state: a malformed escape";
+                        return MHD_NO;
+                }
+                q->any_state = true;
+                q->running |= strstr(st, "running") != NULL;
+                q->paused |= strstr(st, "paused") != NULL;
+        }
+        return MHD_YES;
+}
+
 int api_handle_e2b_list(struct api_request *req)
 {
-        const char *state = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "state");
-        const char *metadata =
-                MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "metadata");
-        char filter[64] = "";
+        struct list_query q = { 0 };
         json_t *all, *out, *desc;
         size_t i;
         int r;
@@ -287,12 +378,13 @@ int api_handle_e2b_list(struct api_request *req)
         r = check_api_key(req);
         if (r <= 0)
                 return r;
-        if (metadata && *metadata)
-                return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
-                                 "airlock does not offer listing sandboxes by metadata");
-        if (state && percent_decode(state, strlen(state), true, filter, sizeof(filter)) < 0)
-                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "bad state: a malformed escape");
-        all = session_list(req->srv->mgr, NULL);
+        (void) MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, scan_list_arg, &q);
+        if (q.bad) {
+                json_decref(q.metadata);
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "%s", q.bad);
+        }
+        all = session_list_filtered(req->srv->mgr, NULL, q.metadata);
+        json_decref(q.metadata);
         out = json_array();
         if (!all || !out) {
                 json_decref(all);
@@ -302,9 +394,10 @@ int api_handle_e2b_list(struct api_request *req)
         json_array_foreach (all, i, desc) {
                 json_t *obj = sandbox_json(req, desc);
                 const char *st = json_string_value(json_object_get(obj, "state"));
+                bool paused = st && strcmp(st, "paused") == 0;
 
-                /* state=running,paused (the SDK's default asks for both). */
-                if (obj && (!filter[0] || (st && strstr(filter, st))))
+                /* state=running&state=paused (the SDK's query.state), or none: both. */
+                if (obj && (!q.any_state || (paused ? q.paused : q.running)))
                         (void) json_array_append(out, obj);
                 json_decref(obj);
         }
@@ -327,6 +420,50 @@ int api_handle_e2b_kill(struct api_request *req)
                 return e2b_reply(req, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot kill: %s",
                                  strerror(-r));
         e2b_forget(req->srv->e2b, session);
+        return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
+}
+
+static int set_lifetime(struct api_request *req, const char *session, uint64_t lifetime_s,
+                        struct airlock_error *err)
+{
+        return session_update(req->srv->mgr, session,
+                              &(struct session_patch){ .has_lifetime = true,
+                                                       .lifetime_s = lifetime_s,
+                                                       .has_stop_after = true,
+                                                       .stop_after_ms = lifetime_s * 1000u },
+                              NULL, err);
+}
+
+/* setTimeout: the sandbox's lifetime (and idle stop) from now, as at create. A paused one is
+ * changed without resuming it. */
+int api_handle_e2b_timeout(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        uint64_t lifetime_s = 0;
+        char session[32];
+        json_t *root;
+        int r;
+
+        r = route_session(req, session);
+        if (r <= 0)
+                return r;
+        root = json_loadb(req->body ? req->body : "", req->body_len, 0, NULL);
+        if (!json_is_object(root) || !json_object_get(root, "timeout")) {
+                json_decref(root);
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                 "the body must be {\"timeout\": <seconds>}");
+        }
+        r = timeout_of(req, json_object_get(root, "timeout"), &lifetime_s);
+        json_decref(root);
+        if (r <= 0)
+                return r;
+        r = set_lifetime(req, session, lifetime_s, &err);
+        if (r == -ENOENT)
+                return reply_no_sandbox(req);
+        if (r < 0)
+                return e2b_reply(
+                        req, r == -EINVAL ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                        "cannot set the timeout: %s", err.msg[0] ? err.msg : strerror(-r));
         return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
 }
 
@@ -370,14 +507,25 @@ int api_handle_e2b_connect(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         char session[32];
-        json_t *desc = NULL;
+        json_t *desc = NULL, *root;
+        uint64_t lifetime_s = 0;
         bool resumed;
         int r;
 
         r = route_session(req, session);
         if (r <= 0)
                 return r;
+        /* connect's timeout (the SDK's timeoutMs) sets the lifetime from now, as setTimeout. */
+        root = json_loadb(req->body ? req->body : "{}", req->body ? req->body_len : 2, 0, NULL);
+        r = timeout_of(req, json_object_get(root, "timeout"), &lifetime_s);
+        json_decref(root);
+        if (r <= 0)
+                return r;
         r = session_resume(req->srv->mgr, session, &desc, &err);
+        resumed = r >= 0 && json_is_true(json_object_get(desc, "resumed"));
+        json_decref(desc);
+        if (r >= 0 && lifetime_s)
+                r = set_lifetime(req, session, lifetime_s, &err);
         if (r == -ENOENT)
                 return reply_no_sandbox(req);
         if (r < 0)
@@ -385,8 +533,6 @@ int api_handle_e2b_connect(struct api_request *req)
                                  r == -EUSERS ? MHD_HTTP_SERVICE_UNAVAILABLE
                                               : MHD_HTTP_INTERNAL_SERVER_ERROR,
                                  "cannot resume: %s", err.msg[0] ? err.msg : strerror(-r));
-        resumed = json_is_true(json_object_get(desc, "resumed"));
-        json_decref(desc);
         /* E2B: 201 when a paused sandbox was resumed, 200 when it ran already. */
         return reply_sandbox_created(req, resumed ? MHD_HTTP_CREATED : MHD_HTTP_OK, session, NULL);
 }

@@ -122,6 +122,8 @@ static const struct api_route routes[] = {
         { "GET", "/e2b/api/sandboxes/{id}", api_handle_e2b_get, false, API_JSON_BODY_MAX },
         { "DELETE", "/e2b/api/sandboxes/{id}", api_handle_e2b_kill, false, API_JSON_BODY_MAX },
         { "POST", "/e2b/api/sandboxes/{id}/pause", api_handle_e2b_pause, false, API_JSON_BODY_MAX },
+        { "POST", "/e2b/api/sandboxes/{id}/timeout", api_handle_e2b_timeout, false,
+          API_JSON_BODY_MAX },
         { "POST", "/e2b/api/sandboxes/{id}/resume", api_handle_e2b_connect, false,
           API_JSON_BODY_MAX },
         { "POST", "/e2b/api/sandboxes/{id}/connect", api_handle_e2b_connect, false,

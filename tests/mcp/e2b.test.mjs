@@ -173,6 +173,62 @@ describe('the E2B SDK against airlock', () => {
     await assert.rejects(Sandbox.connect(sbx.sandboxId), sdk.NotFoundError);
   });
 
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  // endAt is about ms from now (the server's clock is this machine's; seconds are whole).
+  const endsIn = (endAt, ms) => {
+    const off = endAt.getTime() - (Date.now() + ms);
+    assert.ok(Math.abs(off) < 5000, `endAt ${endAt.toISOString()} is ${off} ms off now + ${ms} ms`);
+  };
+
+  test('timeout is the lifetime: setTimeout moves endAt; once it runs out the sandbox is paused and connect resumes it', async () => {
+    const sbx = await create({ timeoutMs: 60_000 });
+    endsIn((await sbx.getInfo()).endAt, 60_000);
+    await sbx.setTimeout(600_000);
+    const info = await sbx.getInfo();
+    endsIn(info.endAt, 600_000);
+    const listed = (await Sandbox.list().nextItems()).find((s) => s.sandboxId === sbx.sandboxId);
+    assert.equal(listed.endAt.getTime(), info.endAt.getTime(), 'list shows the same endAt');
+    await assert.rejects(Sandbox.setTimeout('0123456789abcdef01234567', 1000), sdk.NotFoundError);
+
+    // Busy or not, the sandbox stops when its timeout runs out; its state is kept.
+    const short = await create({ timeoutMs: 2000 });
+    await short.runCode('kept = 41 + 1');
+    const deadline = Date.now() + 30_000;
+    while ((await short.getInfo()).state !== 'paused') {
+      assert.ok(Date.now() < deadline, 'the sandbox did not stop when its timeout ran out');
+      await sleep(250);
+    }
+    const back = await Sandbox.connect(short.sandboxId, { timeoutMs: 120_000 });
+    assert.equal((await back.runCode('kept')).text, '42', 'connect resumes it with its variables');
+    const after = await back.getInfo();
+    assert.equal(after.state, 'running');
+    endsIn(after.endAt, 120_000);
+  });
+
+  test('metadata is kept across pause and connect, shown by getInfo and list, and filters list', async () => {
+    const tricky = 'a b/c&d=e%f';
+    const a = await create({ metadata: { app: 'e2b-meta', 'user.id': tricky } });
+    const b = await create({ metadata: { app: 'e2b-other' } });
+    assert.deepEqual((await a.getInfo()).metadata, { app: 'e2b-meta', 'user.id': tricky });
+    const ids = async (query) =>
+      (await Sandbox.list({ query }).nextItems()).map((s) => s.sandboxId).sort();
+    assert.deepEqual(await ids({ metadata: { app: 'e2b-meta' } }), [a.sandboxId]);
+    assert.deepEqual(await ids({ metadata: { app: 'e2b-other' } }), [b.sandboxId]);
+    assert.deepEqual(await ids({ metadata: { 'user.id': tricky } }), [a.sandboxId],
+      'a value with characters the query encodes');
+    assert.deepEqual(await ids({ metadata: { app: 'e2b-meta', 'user.id': 'x' } }), [],
+      'every pair must match');
+    const listed = (await Sandbox.list({ query: { metadata: { app: 'e2b-other' } } }).nextItems())[0];
+    assert.deepEqual(listed.metadata, { app: 'e2b-other' });
+
+    await a.pause();
+    assert.deepEqual(await ids({ metadata: { app: 'e2b-meta' }, state: ['paused'] }), [a.sandboxId]);
+    assert.deepEqual(await ids({ metadata: { app: 'e2b-meta' }, state: ['running'] }), []);
+    const again = await Sandbox.connect(a.sandboxId);
+    assert.deepEqual((await again.getInfo()).metadata, { app: 'e2b-meta', 'user.id': tricky });
+    await assert.rejects(create({ metadata: { 'bad key!': 'x' } }), /metadata/);
+  });
+
   test('errors: a wrong API key, an unknown template, an unknown sandbox', async () => {
     await assert.rejects(Sandbox.create({ apiKey: 'wrong' }), sdk.AuthenticationError);
     await assert.rejects(Sandbox.create('no-such-template'), /template 'no-such-template' not found/);
