@@ -14,11 +14,13 @@
 #include "base/cleanup.h"
 #include "base/utf8.h"
 #include "e2b/e2b.h"
+#include "exec-stream.h"
 #include "session/session.h"
 #include "tenant/tenant.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -855,18 +857,6 @@ static int run_cell(struct session *s, const char *language, const char *code, j
                                err);
 }
 
-static void append_line(struct buf *b, json_t *ev)
-{
-        char *text = ev ? json_dumps(ev, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-
-        json_decref(ev);
-        if (!text)
-                return;
-        (void) buf_append(b, text, strlen(text), SIZE_MAX);
-        (void) buf_append(b, "\n", 1, SIZE_MAX);
-        free(text);
-}
-
 static int reply_buf(struct api_request *req, unsigned status, struct buf *b,
                      const char *content_type)
 {
@@ -885,16 +875,183 @@ static int reply_buf(struct api_request *req, unsigned status, struct buf *b,
         return api_reply_response(req, status, resp);
 }
 
+/* What a streamed cell keeps of its request: the body (which owns the code and the env) and
+ * the cwd. */
+struct cell_data {
+        json_t *root;
+        char cwd[ROUTE_PATH_MAX + 8];
+        struct buf partial[2]; /* the code interpreter's unfinished lines */
+        bool started;          /* the process service's start event went out */
+        json_int_t pid;        /* the number it gives the command */
+};
+
+static void cell_data_free(void *data)
+{
+        struct cell_data *d = data;
+
+        if (!d)
+                return;
+        json_decref(d->root);
+        buf_done(&d->partial[0]);
+        buf_done(&d->partial[1]);
+        free(d);
+}
+
+/* A cwd as the SDK names it, for a cell: below /home/user it is that place in /work; another
+ * absolute path is taken as it is (the cell refuses one that is not a directory in the
+ * sandbox). Returns 0, or -EINVAL with *ret_why (static). */
+static int cell_cwd(const char *cwd, char *ret, size_t size, const char **ret_why)
+{
+        char rel[ROUTE_PATH_MAX + 1];
+
+        if (e2b_work_path(cwd, rel, sizeof(rel), ret_why) >= 0) {
+                if ((size_t) snprintf(ret, size, "/work%s%s", rel[0] ? "/" : "", rel) >= size)
+                        return -EINVAL;
+                return 0;
+        }
+        if (cwd[0] != '/' || strlen(cwd) >= size)
+                return -EINVAL;
+        (void) snprintf(ret, size, "%s", cwd);
+        return 0;
+}
+
+/* The code interpreter's answer as its events (ndjson): stdout and stderr as the cell prints
+ * them, a line at a time as a Jupyter kernel sends them (print() writes "x" and "\n"
+ * apart, and the SDK's logs hold one entry per event), then its results, error, count and
+ * end. A partial line waits for its newline, the end of the cell, or E2B_LINE_MAX bytes. */
+#define E2B_LINE_MAX 65536u
+
+static void interp_flush_locked(struct exec_stream *st, int stream)
+{
+        struct cell_data *d = exec_stream_data(st);
+        struct buf *b = &d->partial[stream == 1 ? 0 : 1];
+
+        if (!b->len)
+                return;
+        exec_stream_push_line_locked(st, json_pack("{s:s, s:s%}", "type",
+                                                   stream == 1 ? "stdout" : "stderr", "text",
+                                                   b->data, b->len));
+        b->len = 0;
+}
+
+static void interp_output(struct exec_stream *st, int stream, const char *text)
+{
+        struct cell_data *d = exec_stream_data(st);
+        struct buf *b = &d->partial[stream == 1 ? 0 : 1];
+        const char *nl = strrchr(text, '\n');
+        size_t n = strlen(text);
+
+        if (nl) {
+                (void) buf_append(b, text, (size_t) (nl - text) + 1, SIZE_MAX);
+                interp_flush_locked(st, stream);
+                text = nl + 1;
+                n = strlen(text);
+        }
+        if (n && buf_append(b, text, n, SIZE_MAX) < 0)
+                return;
+        if (b->len >= E2B_LINE_MAX)
+                interp_flush_locked(st, stream);
+}
+
+static void interp_end(struct exec_stream *st, int r, json_t *result,
+                       const struct airlock_error *err)
+{
+        json_t *events, *ev;
+        size_t i;
+
+        interp_flush_locked(st, 1);
+        interp_flush_locked(st, 2);
+        if (r < 0) {
+                /* Past the start the status is sent: the failure is the execution's error. */
+                exec_stream_push_line_locked(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error",
+                                                           "name", "AirlockError", "value",
+                                                           err->msg[0] ? err->msg : strerror(-r),
+                                                           "traceback", ""));
+                exec_stream_push_line_locked(st, json_pack("{s:s}", "type", "end_of_execution"));
+                return;
+        }
+        events = e2b_execution_events(result);
+        json_array_foreach (events, i, ev)
+                exec_stream_push_line_locked(st, json_incref(ev));
+        json_decref(events);
+}
+
+/* Why a cell could not run. Borrowed from err or static. */
+static const char *cell_failure_text(int r, const struct airlock_error *err)
+{
+        if (r == -EBUSY)
+                return "the sandbox is running another execution (airlock runs one at a time "
+                       "per sandbox)";
+        return err->msg[0] ? err->msg : strerror(-r);
+}
+
+static int interp_failure(struct api_request *req, int r, const struct airlock_error *err,
+                          const char *session)
+{
+        (void) session;
+        return e2b_reply(req,
+                         r == -EBUSY    ? MHD_HTTP_CONFLICT
+                         : r == -ENOENT ? MHD_HTTP_NOT_FOUND
+                                        : (r == -EINVAL || r == -EOPNOTSUPP
+                                                   ? MHD_HTTP_BAD_REQUEST
+                                                   : MHD_HTTP_INTERNAL_SERVER_ERROR),
+                         "%s", cell_failure_text(r, err));
+}
+
+static const struct exec_stream_format interp_format = {
+        .content_type = "application/x-ndjson",
+        .output = interp_output,
+        .end = interp_end,
+        .reply_failure = interp_failure,
+};
+
+/* Streams a cell of s with fmt. Takes over s and root (which owns code and env). */
+static int cell_stream(struct api_request *req, const struct exec_stream_format *fmt,
+                       struct session *s, json_t *root, const char *language, const char *code,
+                       const json_t *env, const char *cwd, json_int_t pid)
+{
+        struct cell_data *d = calloc(1, sizeof(*d));
+
+        if (!d) {
+                session_unref(s);
+                json_decref(root);
+                return -ENOMEM;
+        }
+        d->root = root;
+        d->pid = pid;
+        (void) snprintf(d->cwd, sizeof(d->cwd), "%s", cwd ? cwd : "");
+        return exec_stream_start(
+                req, &(struct exec_stream_spec){ .format = fmt,
+                                                 .session = s,
+                                                 .req = { .language = language,
+                                                          .code = code,
+                                                          .env = env,
+                                                          .cwd = d->cwd[0] ? d->cwd : NULL },
+                                                 .data = d,
+                                                 .data_free = cell_data_free });
+}
+
+/* The language of a runCode or a context: E2B's names, airlock's. Returns NULL when airlock
+ * has none by that name. */
+static const char *cell_language(const char *language)
+{
+        if (!language || strcmp(language, "python") == 0)
+                return "python";
+        if (strcmp(language, "bash") == 0)
+                return "bash";
+        if (strcmp(language, "javascript") == 0 || strcmp(language, "js") == 0)
+                return "javascript";
+        return NULL;
+}
+
 int api_handle_e2b_execute(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        json_t *root = NULL, *result = NULL, *events, *ev, *env;
-        const char *code, *language = NULL, *ctx_id;
+        json_t *root = NULL, *env;
+        const char *code, *language = NULL, *ctx_id, *why = NULL;
+        char session[32], cwd[ROUTE_PATH_MAX + 8] = "";
         struct e2b_context ctx;
         struct session *s = NULL;
-        struct buf out = { 0 };
-        char session[32];
-        size_t i;
         int r;
 
         r = sandbox_auth(req, session, NULL, false);
@@ -907,11 +1064,9 @@ int api_handle_e2b_execute(struct api_request *req)
                 return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "code must be a string");
         }
         env = json_object_get(root, "env_vars");
-        if (json_is_object(env) && json_object_size(env) > 0) {
+        if (env && !json_is_null(env) && !json_is_object(env)) {
                 json_decref(root);
-                return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
-                                 "airlock does not offer per-call envs on runCode yet: set them "
-                                 "at Sandbox.create (envs)");
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST, "env_vars must be an object");
         }
         ctx_id = json_string_value(json_object_get(root, "context_id"));
         language = json_string_value(json_object_get(root, "language"));
@@ -922,63 +1077,61 @@ int api_handle_e2b_execute(struct api_request *req)
                                          ctx_id);
                 }
                 language = ctx.language;
+                if (cell_cwd(ctx.cwd, cwd, sizeof(cwd), &why) < 0)
+                        cwd[0] = '\0';
         }
-        if (!language || strcmp(language, "python") == 0)
-                language = "python";
-        else if (strcmp(language, "bash") != 0 && strcmp(language, "javascript") != 0 &&
-                 strcmp(language, "js") != 0) {
+        if (!cell_language(language)) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
-                              "airlock does not offer the language '%.32s': python and bash "
-                              "are offered",
+                              "airlock does not offer the language '%.32s': python, bash and "
+                              "javascript (js, where the sandbox's profile allows it) are offered",
                               language);
                 json_decref(root);
                 return r;
-        } else if (strcmp(language, "js") == 0) {
-                language = "javascript";
         }
-
         r = session_lookup(req->srv->mgr, session, &s, &err);
-        if (r >= 0)
-                r = run_cell(s, language, code, &result, &err);
-        session_unref(s);
-        json_decref(root);
-        if (r < 0)
-                return e2b_reply(req,
-                                 r == -EBUSY    ? MHD_HTTP_CONFLICT
-                                 : r == -ENOENT ? MHD_HTTP_NOT_FOUND
-                                                : (r == -EINVAL || r == -EOPNOTSUPP
-                                                           ? MHD_HTTP_BAD_REQUEST
-                                                           : MHD_HTTP_INTERNAL_SERVER_ERROR),
-                                 "%s",
-                                 r == -EBUSY  ? "the sandbox is running another execution"
-                                 : err.msg[0] ? err.msg
-                                              : strerror(-r));
+        if (r < 0) {
+                json_decref(root);
+                return interp_failure(req, r, &err, session);
+        }
+        return cell_stream(req, &interp_format, s, root, cell_language(language), code,
+                           json_is_object(env) ? env : NULL, cwd, 0);
+}
 
-        for (int k = 0; k < 2; k++) {
-                const char *name = k == 0 ? "stdout" : "stderr";
-                const char *text = json_string_value(json_object_get(result, name));
-                if (text && *text)
-                        append_line(&out, json_pack("{s:s, s:s}", "type", name, "text", text));
+/* Whether the profile of session allows language (python is always there). Returns 1, or 0
+ * with the profile's languages in langs. */
+static int profile_allows(struct api_request *req, const char *session, const char *language,
+                          char *langs, size_t size)
+{
+        json_t *desc = session_describe_id(req->srv->mgr, session), *all, *p, *l;
+        const char *profile = json_string_value(json_object_get(desc, "profile"));
+        size_t i, j, n = 0;
+        int allowed = 0;
+
+        langs[0] = '\0';
+        all = profile ? session_manager_profiles(req->srv->mgr) : NULL;
+        json_array_foreach (all, i, p) {
+                if (strcmp(json_string_value(json_object_get(p, "name")) ?: "", profile) != 0)
+                        continue;
+                json_array_foreach (json_object_get(p, "languages"), j, l) {
+                        const char *name = json_string_value(l) ?: "";
+                        allowed |= strcmp(name, language) == 0;
+                        n += (size_t) snprintf(langs + n, n < size ? size - n : 0, "%s%s",
+                                               j ? ", " : "", name);
+                        if (n >= size)
+                                n = size - 1;
+                }
         }
-        events = e2b_execution_events(result);
-        json_decref(result);
-        if (!events) {
-                buf_done(&out);
-                return -ENOMEM;
-        }
-        json_array_foreach (events, i, ev)
-                append_line(&out, json_incref(ev));
-        json_decref(events);
-        return reply_buf(req, MHD_HTTP_OK, &out, "application/x-ndjson");
+        json_decref(all);
+        json_decref(desc);
+        return allowed;
 }
 
 int api_handle_e2b_context_create(struct api_request *req)
 {
-        json_t *root = NULL;
-        const char *language, *cwd;
+        const char *language, *cwd, *why = NULL;
+        char session[32], dir[ROUTE_PATH_MAX + 8], langs[128];
         struct e2b_context c;
-        char session[32], rel[ROUTE_PATH_MAX + 1];
-        const char *why = NULL;
+        json_t *root = NULL;
         int r;
 
         r = sandbox_auth(req, session, NULL, false);
@@ -987,27 +1140,31 @@ int api_handle_e2b_context_create(struct api_request *req)
         root = json_loadb(req->body ? req->body : "{}", req->body ? req->body_len : 2, 0, NULL);
         language = json_string_value(json_object_get(root, "language"));
         cwd = json_string_value(json_object_get(root, "cwd"));
-        if (!language)
-                language = "python";
         if (!cwd)
                 cwd = "/home/user";
-        if (strcmp(language, "python") != 0 && strcmp(language, "bash") != 0) {
+        if (!cell_language(language)) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
-                              "airlock does not offer contexts of the language '%.32s': python "
-                              "and bash are offered",
+                              "airlock does not offer contexts of the language '%.32s': python, "
+                              "bash and javascript (js) are offered",
                               language);
                 json_decref(root);
                 return r;
         }
-        if (e2b_work_path(cwd, rel, sizeof(rel), &why) < 0 || rel[0]) {
+        language = cell_language(language);
+        if (!profile_allows(req, session, language, langs, sizeof(langs))) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
-                              "cwd '%.200s': airlock's contexts run in /home/user (the "
-                              "session's working directory)",
-                              cwd);
+                              "the sandbox's profile does not allow %s (its languages: %s)",
+                              language, langs[0] ? langs : "unknown");
                 json_decref(root);
                 return r;
         }
-        r = e2b_context_add(req->srv->e2b, session, language, "/home/user", &c);
+        if (cell_cwd(cwd, dir, sizeof(dir), &why) < 0 || strlen(cwd) >= sizeof(c.cwd)) {
+                r = e2b_reply(req, MHD_HTTP_BAD_REQUEST, "cwd '%.200s': %s", cwd,
+                              why ? why : "an absolute path of at most 255 bytes is needed");
+                json_decref(root);
+                return r;
+        }
+        r = e2b_context_add(req->srv->e2b, session, language, cwd, &c);
         json_decref(root);
         if (r < 0)
                 return e2b_reply(req,
@@ -1355,62 +1512,118 @@ out:
         return r;
 }
 
-static int push_event(char **out, size_t *out_len, json_t *event)
+/* One Connect envelope of msg (taken) into the stream. */
+static void push_envelope_locked(struct exec_stream *st, unsigned flags, json_t *msg)
 {
-        char *text = event ? json_dumps(event, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        int r;
+        _cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        _cleanup_free_ char *env = NULL;
+        size_t env_len = 0;
 
-        json_decref(event);
-        if (!text)
-                return -ENOMEM;
-        r = e2b_envelope_append(out, out_len, 0, text, strlen(text));
-        free(text);
-        return r;
+        json_decref(msg);
+        if (text && e2b_envelope_append(&env, &env_len, flags, text, strlen(text)) >= 0)
+                exec_stream_push_locked(st, env, env_len);
 }
 
-/* Start: the command runs in the session's bash, as E2B's envd runs it (/bin/bash -l -c CMD,
- * its own process with cwd and envs), and its output, then its exit code, come back as the
- * stream's events when it has ended. */
+/* The process service's stream: start, the output as data events while the command runs,
+ * then end with its exit code (or Connect's error in the end-of-stream envelope). */
+static void process_started_locked(struct exec_stream *st)
+{
+        struct cell_data *d = exec_stream_data(st);
+
+        if (d->started)
+                return;
+        d->started = true;
+        push_envelope_locked(st, 0, json_pack("{s:{s:{s:I}}}", "event", "start", "pid", d->pid));
+}
+
+static void process_output(struct exec_stream *st, int stream, const char *text)
+{
+        _cleanup_free_ char *b64 = e2b_base64_encode(text, strlen(text));
+
+        process_started_locked(st);
+        if (b64)
+                push_envelope_locked(st, 0,
+                                     json_pack("{s:{s:{s:s}}}", "event", "data",
+                                               stream == 1 ? "stdout" : "stderr", b64));
+}
+
+static void process_end(struct exec_stream *st, int r, json_t *result,
+                        const struct airlock_error *err)
+{
+        const char *status = json_string_value(json_object_get(result, "status"));
+        json_int_t code = json_integer_value(json_object_get(result, "exit_code"));
+        char st_text[64];
+
+        if (r < 0) {
+                push_envelope_locked(st, E2B_ENVELOPE_END_STREAM,
+                                     json_pack("{s:{s:s, s:s}}", "error", "code",
+                                               r == -EBUSY ? "unavailable" : e2b_connect_code(r),
+                                               "message", cell_failure_text(r, err)));
+                return;
+        }
+        process_started_locked(st);
+        (void) snprintf(st_text, sizeof(st_text), "exit status %lld", (long long) code);
+        push_envelope_locked(
+                st, 0,
+                json_pack("{s:{s:{s:I, s:b, s:s, s:s?}}}", "event", "end", "exitCode", code,
+                          "exited", true, "status", st_text, "error",
+                          status && strcmp(status, "ok") != 0 && strcmp(status, "error") != 0
+                                  ? status
+                                  : NULL));
+        push_envelope_locked(st, E2B_ENVELOPE_END_STREAM, json_object());
+}
+
+static int process_failure(struct api_request *req, int r, const struct airlock_error *err,
+                           const char *session)
+{
+        (void) session;
+        return connect_error(req, r == -EBUSY ? "unavailable" : e2b_connect_code(r), "%s",
+                             cell_failure_text(r, err));
+}
+
+static const struct exec_stream_format process_format = {
+        .content_type = "application/connect+json",
+        .output = process_output,
+        .end = process_end,
+        .reply_failure = process_failure,
+};
+
+/* Start: the command runs in the session's bash as E2B's envd runs it (the SDK sends
+ * /bin/bash -l -c CMD), with this call's cwd and envs and stdin at EOF; its output streams
+ * as it is produced. Takes over s. */
 static int process_start(struct api_request *req, struct session *s, json_t *msg)
 {
-        struct airlock_error err = { { 0 } };
-        json_t *proc = json_object_get(msg, "process"), *args, *envs, *result = NULL, *v;
+        json_t *proc = json_object_get(msg, "process"), *args, *envs, *v;
         const char *cmd = json_string_value(json_object_get(proc, "cmd"));
-        const char *cwd = json_string_value(json_object_get(proc, "cwd")), *why = NULL, *k;
-        char rel[ROUTE_PATH_MAX + 1];
+        const char *cwd = json_string_value(json_object_get(proc, "cwd")), *why = NULL;
+        static atomic_uint next_pid = 1000;
+        char dir[ROUTE_PATH_MAX + 8] = "";
         struct buf line = { 0 };
-        char *out = NULL;
-        size_t out_len = 0, i;
-        json_int_t code;
-        struct buf b;
+        json_t *root;
+        size_t i;
         int r;
 
         if (json_object_get(msg, "pty"))
-                return connect_error(req, "unimplemented",
-                                     "airlock does not offer PTYs (commands run without a "
-                                     "terminal)");
-        if (json_is_true(json_object_get(msg, "stdin")))
-                return connect_error(req, "unimplemented",
-                                     "airlock does not offer stdin to commands");
-        if (!cmd)
-                return connect_error(req, "invalid_argument", "process.cmd is required");
-        if (cwd && *cwd && e2b_work_path(cwd, rel, sizeof(rel), &why) < 0)
-                return connect_error(req, "invalid_argument", "cwd '%.200s': %s", cwd,
-                                     why ? why : "too long");
-        buf_puts(&line, "cd -- /work/");
-        shell_quote_append(&line, cwd && *cwd ? rel : "");
-        buf_puts(&line, "&& env -- ");
-        envs = json_object_get(proc, "envs");
-        json_object_foreach (envs, k, v) {
-                _cleanup_free_ char *kv = NULL;
-                if (!json_is_string(v) || strchr(k, '=') || !*k ||
-                    asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
-                        buf_done(&line);
-                        return connect_error(req, "invalid_argument",
-                                             "envs: '%.64s' is not a NAME with a string value", k);
-                }
-                shell_quote_append(&line, kv);
+                r = connect_error(req, "unimplemented",
+                                  "airlock does not offer PTYs (commands run without a "
+                                  "terminal)");
+        else if (json_is_true(json_object_get(msg, "stdin")))
+                r = connect_error(req, "unimplemented", "airlock does not offer stdin to commands");
+        else if (!cmd)
+                r = connect_error(req, "invalid_argument", "process.cmd is required");
+        else if (cwd && *cwd && cell_cwd(cwd, dir, sizeof(dir), &why) < 0)
+                r = connect_error(req, "invalid_argument", "cwd '%.200s': %s", cwd,
+                                  why ? why : "not an absolute path");
+        else if ((envs = json_object_get(proc, "envs")) && !json_is_null(envs) &&
+                 !json_is_object(envs))
+                r = connect_error(req, "invalid_argument", "process.envs must be an object");
+        else
+                r = 1;
+        if (r <= 0) {
+                session_unref(s);
+                return r;
         }
+
         shell_quote_append(&line, cmd);
         args = json_object_get(proc, "args");
         json_array_foreach (args, i, v)
@@ -1419,55 +1632,21 @@ static int process_start(struct api_request *req, struct session *s, json_t *msg
         buf_puts(&line, "</dev/null");
         if (!line.data || line.len >= E2B_CMD_MAX - 16) {
                 buf_done(&line);
+                session_unref(s);
                 return connect_error(req, "invalid_argument", "the command line is too long");
         }
-
-        r = run_cell(s, "bash", line.data, &result, &err);
+        /* The stream's data: the line (as its code) and the envs, owned by one object. */
+        root = json_pack("{s:s, s:O?}", "line", line.data, "envs",
+                         json_is_object(envs) ? envs : NULL);
         buf_done(&line);
-        if (r < 0)
-                return connect_error(req, r == -EBUSY ? "unavailable" : e2b_connect_code(r), "%s",
-                                     r == -EBUSY  ? "the sandbox is running another execution "
-                                                    "(airlock runs one at a time per sandbox)"
-                                     : err.msg[0] ? err.msg
-                                                  : strerror(-r));
-
-        code = json_integer_value(json_object_get(result, "exit_code"));
-        r = push_event(&out, &out_len,
-                       json_pack("{s:{s:{s:I}}}", "event", "start", "pid",
-                                 json_integer_value(json_object_get(result, "execution_count"))));
-        for (int k2 = 0; r >= 0 && k2 < 2; k2++) {
-                const char *name = k2 == 0 ? "stdout" : "stderr";
-                const char *text = json_string_value(json_object_get(result, name));
-                _cleanup_free_ char *b64 = NULL;
-
-                if (!text || !*text)
-                        continue;
-                b64 = e2b_base64_encode(text, strlen(text));
-                r = b64 ? push_event(&out, &out_len,
-                                     json_pack("{s:{s:{s:s}}}", "event", "data", name, b64))
-                        : -ENOMEM;
+        if (!root) {
+                session_unref(s);
+                return -ENOMEM;
         }
-        if (r >= 0) {
-                const char *status = json_string_value(json_object_get(result, "status"));
-                char st[64];
-                (void) snprintf(st, sizeof(st), "exit status %lld", (long long) code);
-                r = push_event(&out, &out_len,
-                               json_pack("{s:{s:{s:I, s:b, s:s, s:s?}}}", "event", "end",
-                                         "exitCode", code, "exited", true, "status", st, "error",
-                                         status && strcmp(status, "ok") != 0 &&
-                                                         strcmp(status, "error") != 0
-                                                 ? status
-                                                 : NULL));
-        }
-        if (r >= 0)
-                r = e2b_envelope_append(&out, &out_len, E2B_ENVELOPE_END_STREAM, "{}", 2);
-        json_decref(result);
-        if (r < 0) {
-                free(out);
-                return r;
-        }
-        b = (struct buf){ .data = out, .len = out_len, .size = out_len + 1 };
-        return reply_buf(req, MHD_HTTP_OK, &b, "application/connect+json");
+        return cell_stream(req, &process_format, s, root, "bash",
+                           json_string_value(json_object_get(root, "line")),
+                           json_is_object(envs) ? json_object_get(root, "envs") : NULL, dir,
+                           atomic_fetch_add(&next_pid, 1));
 }
 
 int api_handle_e2b_process(struct api_request *req)
@@ -1493,11 +1672,13 @@ int api_handle_e2b_process(struct api_request *req)
                 return api_reply_json(req, MHD_HTTP_OK, json_pack("{s:[]}", "processes"));
         }
         msg = connect_message(req);
-        r = json_is_object(msg)
-                    ? process_start(req, s, msg)
-                    : connect_error(req, "invalid_argument", "the request is not one JSON message");
+        if (json_is_object(msg)) {
+                r = process_start(req, s, msg);
+        } else {
+                session_unref(s);
+                r = connect_error(req, "invalid_argument", "the request is not one JSON message");
+        }
         json_decref(msg);
-        session_unref(s);
         return r;
 }
 

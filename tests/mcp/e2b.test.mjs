@@ -173,6 +173,60 @@ describe('the E2B SDK against airlock', () => {
     await assert.rejects(Sandbox.connect(sbx.sandboxId), sdk.NotFoundError);
   });
 
+  test('runCode and commands.run callbacks get output as it is produced, not when the cell ends', async () => {
+    const sbx = await create();
+    // Each callback notes when it came; the first must come well before the call returns (a
+    // second passes between the two prints), whatever the machine's speed.
+    const timed = async (run) => {
+      const seen = [];
+      const result = await run((m) => seen.push([Date.now(), typeof m === 'string' ? m : m.line]));
+      const end = Date.now();
+      return { result, seen, end };
+    };
+    const cell = await timed((onStdout) => sbx.runCode(
+      'import time\nprint("first")\ntime.sleep(1)\nprint("second")\n7', { onStdout }));
+    assert.deepEqual(cell.seen.map(([, line]) => line), ['first\n', 'second\n']);
+    assert.ok(cell.end - cell.seen[0][0] >= 700,
+      `the first line came ${cell.end - cell.seen[0][0]} ms before the end`);
+    assert.equal(cell.result.text, '7');
+
+    const cmd = await timed((onStdout) => sbx.commands.run('echo one; sleep 1; echo two', { onStdout }));
+    assert.equal(cmd.seen.map(([, data]) => data).join(''), 'one\ntwo\n');
+    assert.ok(cmd.end - cmd.seen[0][0] >= 700,
+      `the first output came ${cmd.end - cmd.seen[0][0]} ms before the end`);
+    assert.equal(cmd.result.stdout, 'one\ntwo\n');
+  });
+
+  test('runCode envs are for that call only; contexts keep their cwd; javascript where the profile allows it', async () => {
+    const sbx = await create();
+    const withEnv = await sbx.runCode('import os\nos.environ["ONLY_NOW"]', { envs: { ONLY_NOW: 'yes' } });
+    assert.equal(withEnv.text, "'yes'");
+    assert.equal((await sbx.runCode('"ONLY_NOW" in os.environ')).text, 'False', 'gone after the call');
+    const bashEnv = await sbx.runCode('echo "$ONLY_NOW"', { language: 'bash', envs: { ONLY_NOW: 'b' } });
+    assert.deepEqual(bashEnv.logs.stdout, ['b\n']);
+
+    await sbx.files.makeDir('/home/user/sub');
+    const ctx = await sbx.createCodeContext({ cwd: '/home/user/sub' });
+    assert.equal(ctx.cwd, '/home/user/sub');
+    assert.equal((await sbx.runCode('os.getcwd()', { context: ctx })).text, "'/work/sub'");
+    assert.equal((await sbx.runCode('os.getcwd()')).text, "'/work'", 'the session\'s own cwd is back');
+    const inTmp = await sbx.commands.run('pwd', { cwd: '/tmp' });
+    assert.equal(inTmp.stdout, '/tmp\n');
+
+    const js = await sbx.runCode('const a = 6 * 7; console.log("from node"); a', { language: 'js' });
+    assert.deepEqual(js.logs.stdout, ['from node\n']);
+    assert.equal(js.text, '42');
+    const jsCtx = await sbx.createCodeContext({ language: 'javascript' });
+    assert.equal(jsCtx.language, 'javascript');
+    assert.equal((await sbx.runCode('a + 1', { context: jsCtx })).text, '43', 'state kept');
+    await assert.rejects(sbx.runCode('1', { language: 'typescript' }), /400/);
+
+    const minimal = await create('minimal');
+    // The SDK shows only the status ("400 Bad Request"); the message says "does not allow".
+    await assert.rejects(minimal.createCodeContext({ language: 'js' }), /400/);
+    assert.equal((await minimal.createCodeContext({ language: 'python' })).language, 'python');
+  });
+
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
   // endAt is about ms from now (the server's clock is this machine's; seconds are whole).
   const endsIn = (endAt, ms) => {
