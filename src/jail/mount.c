@@ -349,6 +349,18 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         if (mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
                 return -errno;
 
+        /* E2B's sandboxes keep their files in /home/user, and code written for them says so
+         * (docs/E2B.md): a symlink to /work in the read-only root, so both names are one
+         * directory, as /mnt/data is. /home holds nothing else: the host's /home is never
+         * in the tree (tests/hostile/test_01_read_secrets.py). */
+        *ret_step = "link /home/user to /work";
+        P(dst, "%s/home", JAIL_NEWROOT);
+        if (mkdir(dst, 0755) < 0)
+                return -errno;
+        P(dst, "%s/home/user", JAIL_NEWROOT);
+        if (symlink("/work", dst) < 0)
+                return -errno;
+
         *ret_step = cfg->runner_is_private ? "bind the runner" : "copy the runner";
         P(dst, "%s/.airlock", JAIL_NEWROOT);
         if (mkdir(dst, 0755) < 0)

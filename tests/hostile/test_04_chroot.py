@@ -27,6 +27,8 @@ def test_chroot_escape():
         st_dot, st_root = os.stat("."), os.stat("/")
         R["dot is root"] = (st_dot.st_dev, st_dot.st_ino) == (st_root.st_dev, st_root.st_ino)
         R["listing"] = sorted(os.listdir("."))
+        R["home"] = sorted(os.listdir("home"))
+        R["home/user"] = os.path.realpath("home/user")
         R["mountinfo"] = open("/proc/self/mountinfo").read().splitlines()
     ''')
     r = res.R
@@ -34,8 +36,10 @@ def test_chroot_escape():
     expect_in(r["chroot syscall"], {"EPERM"}, "chroot syscall")
     expect_in(r["pivot_root"], {"EPERM", "ENOSYS"}, "pivot_root")
     assert r["cwd"] == "/" and r["dot is root"], r
-    for host_only in ("root", "home", "boot", "sys"):
+    for host_only in ("root", "boot", "sys"):
         assert host_only not in r["listing"], f"/{host_only} visible after chdir ..: {r['listing']}"
+    # /home is the sandbox's own, not the host's: only user, which is /work (E2B's home).
+    assert r["home"] == ["user"] and r["home/user"] == "/work", (r["home"], r["home/user"])
     # No mount in the sandbox is the host's root filesystem bound at its own root.
     host_dev = _host_root_dev()
     for line in r["mountinfo"]:

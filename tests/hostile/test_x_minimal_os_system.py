@@ -43,17 +43,23 @@ def test_minimal_refuses_os_via_importlib_and_dunder():
 
 def test_default_runs_inside_the_sandbox_only():
     res = run('import os\nos.system("ls -a /")\nos.system("ls -a /mnt")\n'
+              'os.system("ls -a /home")\n'
               'a, b = os.stat("/work"), os.stat("/mnt/data")\n'
-              'print("SAME" if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else "OTHER")')
+              'print("SAME" if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else "OTHER")\n'
+              'print(os.path.realpath("/home/user"))')
     assert res.status == "ok", res.describe()
     lines = res.out.split()
-    # ls -a / then ls -a /mnt: the root's entries end where the second "." starts.
+    # ls -a /, ls -a /mnt, ls -a /home: each listing starts with its ".".
     second = lines.index(".", 1)
-    entries, mnt = lines[:second], lines[second:-1]
+    third = lines.index(".", second + 1)
+    entries, mnt, home = lines[:second], lines[second:third], lines[third:-2]
     assert "work" in entries and "usr" in entries, entries
-    for host_only in ("home", "root", "boot", "sys", "srv", "media", "opt"):
+    for host_only in ("root", "boot", "sys", "srv", "media", "opt"):
         assert host_only not in entries, f"/{host_only} visible: {entries}"
     # /mnt is airlock's own, not the host's: it holds only data, which is /work itself (where
     # code written for OpenAI's code interpreter keeps its files).
     assert mnt == [".", "..", "data"], f"/mnt holds {mnt}"
-    assert lines[-1] == "SAME", res.out
+    assert lines[-2] == "SAME", res.out
+    # /home likewise holds only user, a link to /work (E2B's home).
+    assert home == [".", "..", "user"], f"/home holds {home}"
+    assert lines[-1] == "/work", res.out

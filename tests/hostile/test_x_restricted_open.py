@@ -40,7 +40,7 @@ for path in ("/etc/passwd", "/etc/hostname", "/usr/airlock-planted", "/airlock-p
              "/proc/self/oom_score_adj", "/mnt/airlock-planted", "/.airlock/planted",
              "/dev/airlock-planted"):
     R["write " + path] = attempt(lambda: write(path, "-1000\n"))
-for path in ("/etc/shadow", "/root/.ssh/id_rsa", "/home", "/sys/kernel/notes", CANARY):
+for path in ("/etc/shadow", "/root/.ssh/id_rsa", "/home/cloudsdk", "/sys/kernel/notes", CANARY):
     R["read " + path] = attempt(lambda: read(path))
 R["read /proc/1/mem"] = attempt(lambda: open("/proc/1/mem", "r+b").read(1))
 R["passwd"] = attempt(lambda: read("/etc/passwd"))
@@ -94,7 +94,7 @@ def test_restricted_open_reaches_only_the_sandbox():
         for key, value in R.items():
             if key.startswith("write /") and key not in ("write /work", "write /tmp"):
                 assert value in ("EROFS", "EACCES", "EPERM", "ENOENT"), (profile, key, value)
-        for key in ("/etc/shadow", "/root/.ssh/id_rsa", "/home", "/sys/kernel/notes",
+        for key in ("/etc/shadow", "/root/.ssh/id_rsa", "/home/cloudsdk", "/sys/kernel/notes",
                     str(CANARY)):
             assert R["read " + key] in ("ENOENT", "EACCES"), (profile, key, R["read " + key])
         assert R["read /proc/1/mem"] in ("EACCES", "EPERM", "ENOENT"), R

@@ -86,6 +86,13 @@ describe('the E2B SDK against airlock', () => {
     assert.equal(seen.text, "'1,2'", 'code reads what files.write wrote');
     await sbx.runCode('open("/work/out.txt", "w").write("made by code")');
     assert.equal(await sbx.files.read('/home/user/out.txt'), 'made by code');
+    // /home/user inside the sandbox is /work too: code written for E2B names it so.
+    const byName = await sbx.runCode('open("/home/user/data/in.csv").read().splitlines()[0]');
+    assert.equal(byName.text, "'a,b'", 'code opens /home/user/x where files.write put it');
+    await sbx.runCode('open("/home/user/home.txt", "w").write("via /home/user")');
+    assert.equal(await sbx.files.read('/home/user/home.txt'), 'via /home/user');
+    const ls = await sbx.commands.run('ls /home/user/data', { cwd: '/home/user' });
+    assert.equal(ls.stdout, 'in.csv\n');
 
     const bytes = await sbx.files.read('/home/user/out.txt', { format: 'bytes' });
     assert.equal(Buffer.from(bytes).toString(), 'made by code');
