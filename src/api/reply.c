@@ -5,6 +5,7 @@
 
 #include "base/cleanup.h"
 #include "base/utf8.h"
+#include "e2b/e2b.h"
 #include "openai/openai.h"
 #include "session/session.h"
 #include "tenant/tenant.h"
@@ -135,12 +136,24 @@ static int reply_error_v(struct api_request *req, unsigned status, const char *f
 {
         _cleanup_free_ char *clean = NULL;
         char msg[1024];
+        bool connect;
         json_t *body;
 
         (void) vsnprintf(msg, sizeof(msg), fmt, ap);
         if (req->openai_errors)
                 return reply_openai_v(req, status, field, extra, header, value, msg);
         clean = utf8_sanitize(msg, strlen(msg));
+        /* Under /e2b the server's own errors (413, 401, 503, routing) are in E2B's shape, so
+         * that the SDK raises its typed errors with our message: {"code": status, "message"},
+         * or Connect's {"code": "name", "message"} on its RPC paths. Decided here, on the
+         * error path, so that no request pays for it. */
+        if (req->raw_path && e2b_path_is_e2b(req->raw_path, &connect)) {
+                json_decref(extra);
+                body = connect ? json_pack("{s:s, s:s?}", "code",
+                                           e2b_connect_code_of_status(status), "message", clean)
+                               : json_pack("{s:i, s:s?}", "code", (int) status, "message", clean);
+                return body ? api_reply_json_header(req, status, body, header, value) : -ENOMEM;
+        }
         body = json_object();
         if (!body || !clean) {
                 json_decref(body);

@@ -257,6 +257,49 @@ unsigned e2b_connect_http_status(const char *code)
         return 500;
 }
 
+const char *e2b_connect_code_of_status(unsigned status)
+{
+        switch (status) {
+        case 400:
+                return "invalid_argument";
+        case 401:
+                return "unauthenticated";
+        case 403:
+                return "permission_denied";
+        case 404:
+                return "not_found";
+        case 405:
+        case 501:
+                return "unimplemented";
+        case 409:
+                return "already_exists";
+        case 413:
+        case 429:
+                return "resource_exhausted";
+        case 503:
+                return "unavailable";
+        case 504:
+                return "deadline_exceeded";
+        default:
+                return status >= 500 ? "internal" : "unknown";
+        }
+}
+
+bool e2b_path_is_e2b(const char *path, bool *ret_connect)
+{
+        const char *p = path;
+
+        if (strncmp(p, "/e2b/", 5) != 0)
+                return false;
+        if (ret_connect) {
+                const char *svc = strncmp(p, "/e2b/sandbox/", 13) == 0 ? p + 13 : NULL;
+                const char *slash = svc ? strchr(svc, '/') : NULL;
+                const char *dot = svc ? memchr(svc, '.', slash ? (size_t) (slash - svc) : 0) : NULL;
+                *ret_connect = dot && slash && slash[1];
+        }
+        return true;
+}
+
 const char *e2b_connect_code(int r)
 {
         switch (-r) {

@@ -73,6 +73,15 @@ int e2b_envelope_append(char **buf, size_t *buf_len, unsigned flags, const char 
  * unavailable 503, internal 500...). */
 unsigned e2b_connect_http_status(const char *code);
 
+/* The Connect code whose HTTP status is status, for an error the server itself answers (413
+ * resource_exhausted, 401 unauthenticated, 503 unavailable, 405 unimplemented...);
+ * "unknown" for a status Connect has no code of. Static. */
+const char *e2b_connect_code_of_status(unsigned status);
+
+/* Whether path is under E2B's surface ("/e2b/..."); *ret_connect (may be NULL) is set for a
+ * Connect-RPC path ("/e2b/sandbox/package.Service/Method"), whose errors are Connect's. */
+bool e2b_path_is_e2b(const char *path, bool *ret_connect);
+
 /* The Connect code for an errno of session.h: -ENOENT not_found, -EINVAL invalid_argument,
  * -EEXIST already_exists, -EBUSY unavailable, -ENOTDIR and -EISDIR invalid_argument,
  * -EFBIG/-E2BIG/-ENOSPC resource_exhausted, others internal. Static. */

@@ -118,3 +118,26 @@ def test_files_outside_home_are_refused(daemon, http, sandboxes):
         r = http.get(daemon.url + "/e2b/sandbox/files", params={"path": path}, headers=h)
         assert r.status_code == 400, r.text
         assert "root:" not in r.text
+
+
+def test_the_servers_own_errors_take_e2bs_shape(daemon, http, sandboxes):
+    """413, 401 and routing errors that the server answers before any E2B handler runs are
+    still E2B's {"code": status, "message"}, or Connect's on the RPC paths; elsewhere they are
+    airlock's {"error"}."""
+    sb = sandboxes[0]
+    big = b"{" + b" " * (16 << 20) + b"}"  # past API_JSON_BODY_MAX
+    r = http.post(daemon.url + "/e2b/sandbox/execute", data=big,
+                  headers=sandbox_headers(sb, sb["envdAccessToken"]))
+    assert r.status_code == 413, r.text
+    assert r.json()["code"] == 413 and "larger than the limit" in r.json()["message"], r.text
+    r = http.post(daemon.url + "/e2b/sandbox/filesystem.Filesystem/Stat", data=big,
+                  headers={**sandbox_headers(sb, sb["envdAccessToken"]),
+                           "Content-Type": "application/json"})
+    assert r.status_code == 413, r.text
+    assert r.json() == {"code": "resource_exhausted", "message": r.json()["message"]}, r.text
+    # A method no route has needs the bearer token: 401, in E2B's shape under /e2b only.
+    r = http.request("OPTIONS", daemon.url + "/e2b/api/v2/sandboxes")
+    assert r.status_code == 401 and r.json()["code"] == 401, r.text
+    assert "bearer token" in r.json()["message"], r.text
+    r = http.request("OPTIONS", daemon.url + "/v1/sessions")
+    assert r.status_code == 401 and "error" in r.json(), r.text

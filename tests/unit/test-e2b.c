@@ -78,6 +78,30 @@ Test(e2b, paths_outside_home_are_refused)
         cr_assert_eq(e2b_work_path("/home/user/abcdef", out, 4, &why), -E2BIG);
 }
 
+Test(e2b, server_errors_take_e2b_shapes_under_e2b_only)
+{
+        bool connect = true;
+
+        cr_assert(e2b_path_is_e2b("/e2b/api/v2/sandboxes", &connect));
+        cr_assert_not(connect);
+        cr_assert(e2b_path_is_e2b("/e2b/sandbox/execute", &connect));
+        cr_assert_not(connect);
+        cr_assert(e2b_path_is_e2b("/e2b/sandbox/filesystem.Filesystem/Stat", &connect));
+        cr_assert(connect);
+        cr_assert(e2b_path_is_e2b("/e2b/sandbox/process.Process/Start", NULL));
+        cr_assert(e2b_path_is_e2b("/e2b/sandbox/a.b/", &connect));
+        cr_assert_not(connect, "a Connect path names a method");
+        cr_assert_not(e2b_path_is_e2b("/e2b", NULL));
+        cr_assert_not(e2b_path_is_e2b("/e2bx/api", NULL));
+        cr_assert_not(e2b_path_is_e2b("/v1/sessions", NULL));
+        cr_assert_str_eq(e2b_connect_code_of_status(413), "resource_exhausted");
+        cr_assert_str_eq(e2b_connect_code_of_status(401), "unauthenticated");
+        cr_assert_str_eq(e2b_connect_code_of_status(503), "unavailable");
+        cr_assert_str_eq(e2b_connect_code_of_status(405), "unimplemented");
+        cr_assert_str_eq(e2b_connect_code_of_status(418), "unknown");
+        cr_assert_str_eq(e2b_connect_code_of_status(502), "internal");
+}
+
 Test(e2b, templates_name_profiles)
 {
         cr_assert_str_eq(e2b_template_profile("code-interpreter-v1"), "default");
