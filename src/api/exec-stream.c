@@ -8,6 +8,7 @@
 #include "base/cleanup.h"
 #include "base/utf8.h"
 #include "reply-queue.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -35,6 +36,9 @@ struct exec_stream {
         size_t carry_len[3];
 
         struct api_server *srv;
+        /* The request's tenant, the worker's scope as it was the handler's (tenant.h): the
+         * session manager checks ownership and quotas against it on whatever thread. */
+        struct tenant *tenant;
         const struct exec_stream_format *format;
         struct session *session; /* NULL for one-shot */
         char session_id[SESSION_ID_LEN + 1];
@@ -51,6 +55,7 @@ struct exec_stream {
 static void stream_destroy(struct exec_stream *st)
 {
         reply_queue_done(&st->q);
+        tenant_unref(st->tenant);
         if (st->data_free)
                 st->data_free(st->data);
         session_unref(st->session);
@@ -186,10 +191,12 @@ static void *stream_worker(void *userdata)
         json_t *result = NULL;
         int r;
 
+        tenant_scope_set(st->tenant);
         if (st->session)
                 r = session_execute(st->session, &st->req, &result, &err);
         else
                 r = st->run(st->data, &st->req, &result, &err);
+        tenant_scope_set(NULL);
 
         pthread_mutex_lock(&st->lock);
         for (int s = 1; s <= 2; s++) {
@@ -297,6 +304,7 @@ int exec_stream_start(struct api_request *req, const struct exec_stream_spec *sp
         pthread_cond_init(&st->cond, &attr);
         pthread_condattr_destroy(&attr);
         st->srv = req->srv;
+        st->tenant = req->tenant ? tenant_ref(req->tenant) : NULL;
         st->format = spec->format;
         st->session = spec->session;
         if (st->session)

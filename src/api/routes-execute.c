@@ -153,6 +153,16 @@ static void exec_failure_of(struct api_server *srv, int r, const struct airlock_
                 f->status = MHD_HTTP_SERVICE_UNAVAILABLE;
                 (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
                 break;
+        case EACCES:
+                /* A tenant's policy: a profile outside its list (tenant.h). */
+                f->status = MHD_HTTP_FORBIDDEN;
+                f->field = field_in_message(msg);
+                (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
+                break;
+        case EXFULL:
+                f->status = MHD_HTTP_TOO_MANY_REQUESTS;
+                (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
+                break;
         case E2BIG:
                 f->status = MHD_HTTP_CONTENT_TOO_LARGE;
                 (void) snprintf(f->msg, sizeof(f->msg), "%s", msg);
@@ -171,6 +181,8 @@ static int reply_exec_failure(struct api_request *req, int r, const struct airlo
 
         if (r == -ENOENT && session_id)
                 return api_reply_session_gone(req, session_id);
+        if (r == -EXFULL)
+                return api_reply_quota(req, err->msg[0] ? err->msg : strerror(-r));
         exec_failure_of(req->srv, r, err, session_id, &f);
         if (r == -EBUSY)
                 return api_reply_error_extra(req, f.status, NULL,

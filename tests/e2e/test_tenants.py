@@ -260,6 +260,28 @@ def test_quotas_are_429_naming_the_quota(daemon):
         t.close()
 
 
+def test_a_streamed_execute_runs_as_its_tenant(daemon):
+    """The streamed (ndjson) execute runs its cell on a worker thread: the tenant's profile
+    list and ownership hold there as on the handler's."""
+    t = Tenant(daemon, "stream-a", "--profiles", "default")
+    try:
+        nd = {"Accept": "application/x-ndjson"}
+        r = t.req("POST", "/execute", json={"code": "print(1)", "profile": "minimal"},
+                  headers=nd)
+        assert r.status_code == 403, r.text
+        assert "may not use profile 'minimal'" in r.json()["error"], r.text
+        r = t.req("POST", "/execute", json={"code": "print(1)"}, headers=nd)
+        assert r.status_code == 200 and '"stdout"' in r.text, r.text
+        other = daemon.create_session()
+        try:
+            r = t.req("POST", f"/v1/sessions/{other}/execute", json={"code": "1"}, headers=nd)
+            assert r.status_code == 404, r.text
+        finally:
+            daemon.delete_session(other)
+    finally:
+        t.close()
+
+
 def test_revoke_and_rotate_take_effect_without_a_restart(daemon):
     t = Tenant(daemon, "rotating")
     sid = t.create().json()["id"]
