@@ -199,6 +199,7 @@ struct exec_stream {
         bool closed;              /* the client is gone: output is dropped */
         int rc;                   /* the worker's result, valid when done */
         struct airlock_error err; /* and its message */
+        struct api_scope scope;   /* the worker acts for the request's tenant */
         char carry[3][4];         /* a UTF-8 character cut between two chunks, per stream */
         size_t carry_len[3];
 
@@ -220,6 +221,7 @@ static void stream_destroy(struct exec_stream *st)
         once_files_done(&st->files);
         session_unref(st->session);
         json_decref(st->root);
+        api_scope_done(&st->scope);
         pthread_cond_destroy(&st->cond);
         pthread_mutex_destroy(&st->lock);
         free(st);
@@ -334,11 +336,14 @@ static void *stream_worker(void *userdata)
         size_t i;
         int r;
 
+        /* The quotas and ownership of the request's tenant hold on this thread too. */
+        api_scope_enter(&st->scope);
         if (st->session)
                 r = session_execute(st->session, &st->req, &result, &err);
         else
                 r = session_run_once_files(st->srv->mgr, &st->opts, &st->req, &st->files.files,
                                            &result, &err);
+        api_scope_leave();
 
         pthread_mutex_lock(&st->lock);
         for (int s = 1; s <= 2; s++) {
@@ -485,6 +490,7 @@ static int stream_start(struct api_request *req, struct session *session, json_t
         pthread_cond_init(&st->cond, &attr);
         pthread_condattr_destroy(&attr);
         st->srv = req->srv;
+        api_scope_init(&st->scope, req);
         st->session = session;
         st->root = root;
         if (session)
