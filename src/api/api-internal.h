@@ -3,6 +3,7 @@
 #pragma once
 
 #include "api.h"
+#include "audit/audit.h"
 #include "auth.h"
 #include "dispatch.h"
 #include "openai/openai.h"
@@ -70,6 +71,8 @@ struct api_request {
          * with an auth of its own (E2B's X-API-KEY); NULL before. The handler runs with it as
          * its thread's tenant scope (tenant.h). */
         struct tenant *tenant;
+        /* The handler's audit scope (audit.h): its tenant follows req->tenant. */
+        struct audit_scope audit_scope;
         char *body;
         size_t body_len, body_size, body_max;
         uint64_t received; /* body bytes seen, kept or not */
@@ -141,6 +144,26 @@ int api_reply_session_gone(struct api_request *req, const char *id);
 /* The tenant a key names: the daemon's token is "default", a tenant's key that tenant.
  * Returns 0 with a new reference, or -ENOENT. */
 int api_key_tenant(struct api_server *srv, const char *key, size_t len, struct tenant **ret);
+
+/* Who a request acts for, kept for a thread of its own (a stream's worker) that outlives the
+ * handler: the tenant (a reference) and the request id. */
+struct api_scope {
+        struct api_server *srv;
+        struct tenant *tenant;
+        char request_id[20];
+        struct audit_scope audit; /* points into this struct */
+};
+/* Captures req's scope into s (a new tenant reference); release with api_scope_done(). */
+void api_scope_init(struct api_scope *s, struct api_request *req);
+void api_scope_done(struct api_scope *s);
+/* Makes the calling thread act for s (tenant.h's scope, the audit scope) until
+ * api_scope_leave(). s must outlive that. */
+void api_scope_enter(struct api_scope *s);
+void api_scope_leave(void);
+
+/* The auth.failure audit line of req: reason "missing", "malformed" or "invalid"; the tenant
+ * unknown (null), never the key presented. */
+void api_audit_auth_failure(struct api_request *req, const char *reason);
 
 /* A header of the request, or NULL. */
 const char *api_header(struct api_request *req, const char *name);

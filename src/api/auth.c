@@ -4,6 +4,7 @@
 #include "auth.h"
 
 #include "base/cleanup.h"
+#include "base/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,26 +108,13 @@ static int token_read_fd(int fd, const char *path, char **ret_token, struct airl
 static int token_create(const char *state_dir, const char *path, char **ret_token,
                         struct airlock_error *err)
 {
-        static const char hex[] = "0123456789abcdef";
         _cleanup_close_ int fd = -EBADF, dfd = -EBADF;
-        unsigned char raw[TOKEN_BYTES];
         char text[TOKEN_BYTES * 2 + 2];
-        size_t got = 0;
         int r;
 
-        while (got < sizeof(raw)) {
-                ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return airlock_error_set(err, -errno, "getrandom: %s", strerror(errno));
-                }
-                got += (size_t) n;
-        }
-        for (size_t i = 0; i < sizeof(raw); i++) {
-                text[2 * i] = hex[raw[i] >> 4];
-                text[2 * i + 1] = hex[raw[i] & 15];
-        }
+        r = random_hex(text, TOKEN_BYTES);
+        if (r < 0)
+                return airlock_error_set(err, r, "getrandom: %s", strerror(-r));
         text[TOKEN_BYTES * 2] = '\n';
         text[TOKEN_BYTES * 2 + 1] = '\0';
 
@@ -156,7 +143,6 @@ static int token_create(const char *state_dir, const char *path, char **ret_toke
         text[TOKEN_BYTES * 2] = '\0';
         *ret_token = strdup(text);
         explicit_bzero(text, sizeof(text));
-        explicit_bzero(raw, sizeof(raw));
         return *ret_token ? 0 : -ENOMEM;
 }
 

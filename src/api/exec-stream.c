@@ -36,9 +36,10 @@ struct exec_stream {
         size_t carry_len[3];
 
         struct api_server *srv;
-        /* The request's tenant, the worker's scope as it was the handler's (tenant.h): the
-         * session manager checks ownership and quotas against it on whatever thread. */
-        struct tenant *tenant;
+        /* Who the request acts for (its tenant and request id), the worker's scope as it was
+         * the handler's: the session manager checks ownership and quotas against it, and its
+         * audit lines carry them, on whatever thread. */
+        struct api_scope scope;
         const struct exec_stream_format *format;
         struct session *session; /* NULL for one-shot */
         char session_id[SESSION_ID_LEN + 1];
@@ -55,7 +56,7 @@ struct exec_stream {
 static void stream_destroy(struct exec_stream *st)
 {
         reply_queue_done(&st->q);
-        tenant_unref(st->tenant);
+        api_scope_done(&st->scope);
         if (st->data_free)
                 st->data_free(st->data);
         session_unref(st->session);
@@ -191,12 +192,12 @@ static void *stream_worker(void *userdata)
         json_t *result = NULL;
         int r;
 
-        tenant_scope_set(st->tenant);
+        api_scope_enter(&st->scope);
         if (st->session)
                 r = session_execute(st->session, &st->req, &result, &err);
         else
                 r = st->run(st->data, &st->req, &result, &err);
-        tenant_scope_set(NULL);
+        api_scope_leave();
 
         pthread_mutex_lock(&st->lock);
         for (int s = 1; s <= 2; s++) {
@@ -304,7 +305,7 @@ int exec_stream_start(struct api_request *req, const struct exec_stream_spec *sp
         pthread_cond_init(&st->cond, &attr);
         pthread_condattr_destroy(&attr);
         st->srv = req->srv;
-        st->tenant = req->tenant ? tenant_ref(req->tenant) : NULL;
+        api_scope_init(&st->scope, req);
         st->format = spec->format;
         st->session = spec->session;
         if (st->session)

@@ -259,7 +259,7 @@ int api_reply_quota(struct api_request *req, const char *msg)
                 (void) json_object_set_new(extra, "limit",
                                            json_loads(q->limit, JSON_DECODE_ANY, NULL));
         }
-        /* AUDIT: quota.refusal goes here once src/audit lands. */
+        /* The quota.refusal audit line was written where the quota was checked (session.c). */
         return api_reply_error_extra(req, MHD_HTTP_TOO_MANY_REQUESTS, NULL, extra, "%s", msg);
 }
 

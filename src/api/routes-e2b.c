@@ -62,11 +62,13 @@ static int check_api_key(struct api_request *req)
                 return r < 0 ? r : 0;
         }
         /* A tenant's key works as E2B_API_KEY too: the sandboxes are then that tenant's. */
-        if (!req->tenant && key && api_key_tenant(req->srv, key, strlen(key), &req->tenant) >= 0)
+        if (!req->tenant && key && api_key_tenant(req->srv, key, strlen(key), &req->tenant) >= 0) {
                 tenant_scope_set(req->tenant);
+                req->audit_scope.tenant = req->tenant->name;
+        }
         if (req->tenant)
                 return 1;
-        /* AUDIT: auth.failure goes here once src/audit lands. */
+        api_audit_auth_failure(req, key ? "invalid" : "missing");
         r = e2b_reply(req, MHD_HTTP_UNAUTHORIZED,
                       "missing or invalid X-API-KEY: set E2B_API_KEY to an airlock token");
         return r < 0 ? r : 0;
@@ -85,6 +87,26 @@ static int route_session(struct api_request *req, char session[32])
                 return 1;
         r = e2b_reply(req, MHD_HTTP_NOT_FOUND, "sandbox '%.64s' not found", req->params.id);
         return r < 0 ? r : 0;
+}
+
+/* The status of a failure to make a sandbox live: a tenant's quota is 429 and a profile outside
+ * its list 403 (docs/TENANTS.md), as on /v1/sessions. */
+static unsigned session_error_status(int r)
+{
+        switch (-r) {
+        case EINVAL:
+                return MHD_HTTP_BAD_REQUEST;
+        case EXFULL:
+                return MHD_HTTP_TOO_MANY_REQUESTS;
+        case EACCES:
+                return MHD_HTTP_FORBIDDEN;
+        case EUSERS:
+        case EAGAIN:
+        case EMFILE:
+                return MHD_HTTP_SERVICE_UNAVAILABLE;
+        default:
+                return MHD_HTTP_INTERNAL_SERVER_ERROR;
+        }
 }
 
 static int reply_no_sandbox(struct api_request *req)
@@ -270,11 +292,7 @@ int api_handle_e2b_create(struct api_request *req)
                 return r;
         }
         if (r < 0) {
-                unsigned status = r == -EINVAL ? MHD_HTTP_BAD_REQUEST
-                                  : r == -EUSERS || r == -EAGAIN || r == -EMFILE
-                                          ? MHD_HTTP_SERVICE_UNAVAILABLE
-                                          : MHD_HTTP_INTERNAL_SERVER_ERROR;
-                r = e2b_reply(req, status, "cannot create the sandbox: %s",
+                r = e2b_reply(req, session_error_status(r), "cannot create the sandbox: %s",
                               err.msg[0] ? err.msg : strerror(-r));
                 json_decref(root);
                 return r;
@@ -531,10 +549,8 @@ int api_handle_e2b_connect(struct api_request *req)
         if (r == -ENOENT)
                 return reply_no_sandbox(req);
         if (r < 0)
-                return e2b_reply(req,
-                                 r == -EUSERS ? MHD_HTTP_SERVICE_UNAVAILABLE
-                                              : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                                 "cannot resume: %s", err.msg[0] ? err.msg : strerror(-r));
+                return e2b_reply(req, session_error_status(r), "cannot resume: %s",
+                                 err.msg[0] ? err.msg : strerror(-r));
         /* E2B: 201 when a paused sandbox was resumed, 200 when it ran already. */
         return reply_sandbox_created(req, resumed ? MHD_HTTP_CREATED : MHD_HTTP_OK, session, NULL);
 }

@@ -55,6 +55,7 @@ struct sse_stream {
         unsigned refs; /* the handler (then the reply), the worker */
 
         json_t *body;
+        struct api_scope scope; /* the worker acts for the request's tenant */
         char base_url[300];
         struct responses_sink sink;
         struct responses_request rreq;
@@ -72,6 +73,7 @@ static void sse_release(struct sse_stream *st)
         reply_queue_done(&st->q);
         chat_gateway_reply_done(&st->reply);
         json_decref(st->body);
+        api_scope_done(&st->scope);
         pthread_cond_destroy(&st->cond);
         pthread_mutex_destroy(&st->lock);
         free(st);
@@ -112,7 +114,9 @@ static void *sse_worker(void *userdata)
         struct chat_gateway_reply g = {};
         int r;
 
+        api_scope_enter(&st->scope);
         r = responses_create(st->srv->responses, &st->rreq, &g);
+        api_scope_leave();
         pthread_mutex_lock(&st->lock);
         st->rc = r;
         st->reply = g;
@@ -179,6 +183,7 @@ static int stream(struct api_request *req, json_t *body)
         st->srv = req->srv;
         reply_queue_init(&st->q, req->srv, req->conn);
         st->body = body;
+        api_scope_init(&st->scope, req);
         base_url(req, st->base_url, sizeof(st->base_url));
         st->sink = (struct responses_sink){ .event = sse_event,
                                             .started = sse_started,

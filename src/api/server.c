@@ -246,7 +246,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* An auth failure's audit line: who (the peer address), where (method and path, escaped as in
  * the log line) and why: "missing", "malformed" or "invalid". Never the token presented, which
  * may be a real key sent to the wrong daemon. The tenant is unknown: null. */
-static void audit_auth_failure(struct api_request *req, const char *reason)
+void api_audit_auth_failure(struct api_request *req, const char *reason)
 {
         const union MHD_ConnectionInfo *ci;
         char addr[INET6_ADDRSTRLEN + 8] = "unix", path[512];
@@ -349,10 +349,10 @@ static int request_check(struct api_request *req, const char *mhd_method)
                 auth = api_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
                 if (!auth || api_bearer_parse(auth, &token, &token_len) < 0 ||
                     api_key_tenant(srv, token, token_len, &req->tenant) < 0) {
-                        audit_auth_failure(req, !auth ? "missing"
-                                                : api_bearer_parse(auth, &token, &token_len) < 0
-                                                        ? "malformed"
-                                                        : "invalid");
+                        api_audit_auth_failure(req, !auth ? "missing"
+                                                    : api_bearer_parse(auth, &token, &token_len) < 0
+                                                            ? "malformed"
+                                                            : "invalid");
                         r = api_reply_error_header(
                                 req, MHD_HTTP_UNAUTHORIZED, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                 "Bearer realm=\"airlock\"", "missing or invalid bearer token");
@@ -476,6 +476,33 @@ int api_key_tenant(struct api_server *srv, const char *key, size_t len, struct t
         return tenant_registry_resolve(srv->tenants, key, len, ret);
 }
 
+void api_scope_init(struct api_scope *s, struct api_request *req)
+{
+        s->srv = req->srv;
+        s->tenant = tenant_ref(req->tenant);
+        (void) snprintf(s->request_id, sizeof(s->request_id), "%s", req->id);
+}
+
+void api_scope_done(struct api_scope *s)
+{
+        s->tenant = tenant_unref(s->tenant);
+}
+
+void api_scope_enter(struct api_scope *s)
+{
+        s->audit = (struct audit_scope){ .audit = s->srv->audit,
+                                         .tenant = s->tenant ? s->tenant->name : TENANT_DEFAULT,
+                                         .request_id = s->request_id };
+        tenant_scope_set(s->tenant);
+        audit_scope_enter(&s->audit);
+}
+
+void api_scope_leave(void)
+{
+        audit_scope_leave();
+        tenant_scope_set(NULL);
+}
+
 void api_suspended(struct api_server *srv)
 {
         atomic_fetch_add(&srv->suspended, 1);
@@ -500,10 +527,11 @@ static void run_handler(struct dispatch_job *job)
         /* The session manager checks ownership and quotas against the tenant (tenant.h); the
          * audit lines of the request carry its name and request id. */
         tenant_scope_set(req->tenant);
-        audit_scope_enter(
-                &(struct audit_scope){ .audit = srv->audit,
-                                       .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
-                                       .request_id = req->id });
+        req->audit_scope =
+                (struct audit_scope){ .audit = srv->audit,
+                                      .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
+                                      .request_id = req->id };
+        audit_scope_enter(&req->audit_scope);
         r = req->route->handler(req);
         audit_scope_leave();
         tenant_scope_set(NULL);
@@ -854,8 +882,7 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->routes = cfg->metrics_only ? metrics_routes : routes;
         srv->n_routes = cfg->metrics_only ? ELEMENTSOF(metrics_routes) : ELEMENTSOF(routes);
         srv->audit = cfg->audit;
-        if (getrandom(&srv->req_prefix, sizeof(srv->req_prefix), GRND_NONBLOCK) !=
-            sizeof(srv->req_prefix))
+        if (random_bytes(&srv->req_prefix, sizeof(srv->req_prefix), GRND_NONBLOCK) < 0)
                 srv->req_prefix = (uint32_t) now_ns();
         atomic_init(&srv->next_req, 1);
         atomic_init(&srv->in_flight, 0);

@@ -320,12 +320,20 @@ const struct audit_scope *audit_scope_current(void)
         return current_scope;
 }
 
-void audit_emit_scoped(struct audit *a, const char *event, const char *session, json_t *fields)
+void audit_emit_owned(struct audit *a, const char *event, const char *owner, const char *session,
+                      json_t *fields)
 {
         const struct audit_scope *s = current_scope;
+        const char *tenant = owner && *owner ? owner : "default";
 
-        audit_emit(a, event, s && s->tenant ? s->tenant : "default", session,
-                   s ? s->request_id : NULL, fields);
+        if (s && s->tenant)
+                tenant = s->tenant;
+        audit_emit(a, event, tenant, session, s ? s->request_id : NULL, fields);
+}
+
+void audit_emit_scoped(struct audit *a, const char *event, const char *session, json_t *fields)
+{
+        audit_emit_owned(a, event, NULL, session, fields);
 }
 
 int audit_check(struct audit *a, struct airlock_error *err)

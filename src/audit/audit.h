@@ -74,6 +74,11 @@ const struct audit_scope *audit_scope_current(void);
  * the tenant is "default" (the single-token mode's one tenant) and the request id null. */
 void audit_emit_scoped(struct audit *a, const char *event, const char *session, json_t *fields);
 
+/* audit_emit_scoped() for an event of a session owned by owner: without a scope (the manager's
+ * worker stopping an idle session, expiry) the line names owner (NULL or "" = "default"). */
+void audit_emit_owned(struct audit *a, const char *event, const char *owner, const char *session,
+                      json_t *fields);
+
 /* Whether an execution may run: 0, or with AUDIT_FAIL_REFUSE while lines cannot be written
  * -ESHUTDOWN (HTTP 503) with err naming the audit failure. It tries the file again first, so
  * the refusal ends as soon as the disk has room. a NULL: 0. */

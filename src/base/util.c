@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,6 +194,45 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
         if (v > 1e15L)
                 return -ERANGE;
         *ret_ms = (uint64_t) (v + 0.5L);
+        return 0;
+}
+
+int random_bytes(void *buf, size_t len, unsigned flags)
+{
+        unsigned char *p = buf;
+        size_t got = 0;
+
+        while (got < len) {
+                ssize_t n = getrandom(p + got, len - got, flags);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                got += (size_t) n;
+        }
+        return 0;
+}
+
+int random_hex(char *buf, size_t n)
+{
+        static const char hex[] = "0123456789abcdef";
+        unsigned char raw[32];
+        int r;
+
+        for (size_t done = 0; done < n;) {
+                size_t k = n - done < sizeof(raw) ? n - done : sizeof(raw);
+
+                r = random_bytes(raw, k, 0);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < k; i++, done++) {
+                        buf[2 * done] = hex[raw[i] >> 4];
+                        buf[2 * done + 1] = hex[raw[i] & 15];
+                }
+        }
+        explicit_bzero(raw, sizeof(raw));
+        buf[2 * n] = '\0';
         return 0;
 }
 

@@ -31,6 +31,14 @@ int parse_size(const char *s, uint64_t *ret_bytes);
  * "ms" or "m". Returns 0, -EINVAL on malformed or negative input, -ERANGE when too large. */
 int parse_duration_ms(const char *s, uint64_t *ret_ms);
 
+/* Fills buf with len bytes of getrandom(2) (flags: 0 or GRND_NONBLOCK), retrying on EINTR and
+ * short reads. Returns 0 or -errno (no weak fallback: callers make keys and ids with it). */
+int random_bytes(void *buf, size_t len, unsigned flags);
+
+/* Writes 2 * n random lowercase hex digits (n bytes of random_bytes()) and a NUL to buf, which
+ * must hold 2 * n + 1 bytes. Returns 0 or -errno. */
+int random_hex(char *buf, size_t n);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 

@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/util.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 struct turn {
         struct turn *prev, *next;
@@ -22,6 +22,7 @@ struct turn {
         json_t *payload;
         uint64_t bytes;
         uint64_t stored_ns;
+        char owner[TENANT_NAME_MAX + 1]; /* the tenant whose request suspended it */
 };
 
 struct suspend_store {
@@ -104,6 +105,17 @@ static void expire(struct suspend_store *s, uint64_t now)
         }
 }
 
+/* The live turn holding id that the calling thread's tenant suspended, or NULL: another
+ * tenant's turn is not there for it (docs/TENANTS.md). Called with the lock held. */
+static struct turn *find_own(struct suspend_store *s, const char *id)
+{
+        for (struct turn *t = s->head; t; t = t->next)
+                for (size_t i = 0; i < t->n_ids; i++)
+                        if (strcmp(t->ids[i], id) == 0)
+                                return tenant_scope_sees(t->owner) ? t : NULL;
+        return NULL;
+}
+
 /* The live turn holding id, or NULL. Called with the lock held. */
 static struct turn *find(struct suspend_store *s, const char *id)
 {
@@ -151,6 +163,7 @@ int suspend_store_put(struct suspend_store *s, json_t *ids, json_t *payload)
         }
         t->payload = json_incref(payload);
         t->bytes = bytes;
+        (void) snprintf(t->owner, sizeof(t->owner), "%s", tenant_scope_owner());
         t->stored_ns = now_ns();
 
         pthread_mutex_lock(&s->lock);
@@ -194,7 +207,7 @@ json_t *suspend_store_get(struct suspend_store *s, const char *id)
                 return NULL;
         pthread_mutex_lock(&s->lock);
         expire(s, now_ns());
-        t = find(s, id);
+        t = find_own(s, id);
         if (t)
                 out = json_incref(t->payload);
         pthread_mutex_unlock(&s->lock);
@@ -210,7 +223,7 @@ int suspend_store_take(struct suspend_store *s, const char *id, json_t *expected
                 return -ENOENT;
         pthread_mutex_lock(&s->lock);
         expire(s, now_ns());
-        t = find(s, id);
+        t = find_own(s, id);
         if (t && (!expected || t->payload == expected))
                 unlink_turn(s, t);
         else
@@ -237,23 +250,10 @@ size_t suspend_store_count(struct suspend_store *s)
 
 int suspend_make_id(const char *prefix, char *buf, size_t size)
 {
-        unsigned char raw[12];
-        size_t plen = strlen(prefix), got = 0;
+        size_t plen = strlen(prefix);
 
-        if (size < plen + 2 * sizeof(raw) + 1)
+        if (size < plen + 2 * 12 + 1)
                 return -ENOBUFS;
-        while (got < sizeof(raw)) {
-                ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                got += (size_t) n;
-        }
         memcpy(buf, prefix, plen);
-        for (size_t i = 0; i < sizeof(raw); i++)
-                (void) snprintf(buf + plen + 2 * i, 3, "%02x", raw[i]);
-        return 0;
+        return random_hex(buf + plen, 12);
 }

@@ -7,7 +7,10 @@
  * Bounds: at most max_turns turns (the oldest is evicted to make room), at most bytes_max bytes
  * of payload (measured as compact JSON; the oldest are evicted first), and a turn older than
  * ttl_ms is gone. Memory only: a daemon restart forgets every turn. Thread-safe: one store
- * serves all the gateway's requests at once. */
+ * serves all the gateway's requests at once.
+ *
+ * A turn belongs to the tenant of the thread that stored it (tenant_scope_owner()); get and take
+ * find only the calling thread's tenant's turns, so another tenant's ids are unknown ids. */
 #pragma once
 
 #include <jansson.h>

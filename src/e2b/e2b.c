@@ -322,6 +322,7 @@ const char *e2b_connect_code(int r)
         case E2BIG:
         case ENOSPC:
         case EDQUOT:
+        case EXFULL: /* a tenant's quota, resuming the sandbox (docs/TENANTS.md) */
                 return "resource_exhausted";
         case EACCES:
         case EPERM:

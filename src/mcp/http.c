@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "mcp.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -15,13 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define SESSION_HEADER "Mcp-Session-Id"
 #define VERSION_HEADER "MCP-Protocol-Version"
 
 struct entry {
-        char id[40]; /* "mcp-" and 32 hex characters */
+        char id[40];                     /* "mcp-" and 32 hex characters */
+        char owner[TENANT_NAME_MAX + 1]; /* the tenant that initialized it */
         struct mcp_conn *conn;
         unsigned refs; /* requests in flight */
         uint64_t last_used_ns;
@@ -94,13 +95,15 @@ static void unlink_locked(struct mcp_http *h, struct entry *e)
                 }
 }
 
+/* The session id's entry when the calling thread's tenant made it: another tenant's id is as
+ * unknown as one nobody has (docs/TENANTS.md). */
 static struct entry *lookup_ref(struct mcp_http *h, const char *id)
 {
         struct entry *e;
 
         (void) pthread_mutex_lock(&h->lock);
         for (e = h->entries; e; e = e->next)
-                if (strcmp(e->id, id) == 0) {
+                if (strcmp(e->id, id) == 0 && tenant_scope_sees(e->owner)) {
                         e->refs++;
                         e->last_used_ns = now_ns();
                         break;
@@ -156,25 +159,21 @@ static void sweep_idle(struct mcp_http *h)
  * or -errno. */
 static int entry_new(struct mcp_http *h, struct entry **ret_e)
 {
-        static const char hex[] = "0123456789abcdef";
         struct entry *e = calloc(1, sizeof(*e));
-        unsigned char rnd[16];
         char name[24];
         int r;
 
         if (!e)
                 return -ENOMEM;
-        /* The id is all that ties requests to a session: unguessable, from getrandom(). */
-        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd)) {
-                free(e);
-                return -EIO;
-        }
+        /* The id ties requests to a session, with the tenant's key: unguessable, from
+         * getrandom(). */
         memcpy(e->id, "mcp-", 4);
-        for (size_t i = 0; i < sizeof(rnd); i++) {
-                e->id[4 + 2 * i] = hex[rnd[i] >> 4];
-                e->id[5 + 2 * i] = hex[rnd[i] & 15];
+        r = random_hex(e->id + 4, 16);
+        if (r < 0) {
+                free(e);
+                return r;
         }
-        e->id[4 + 2 * sizeof(rnd)] = '\0';
+        (void) snprintf(e->owner, sizeof(e->owner), "%s", tenant_scope_owner());
         (void) snprintf(name, sizeof(name), "%.12s", e->id);
         r = mcp_conn_new(
                 &(struct mcp_conn_options){ .backend = h->backend, .name = name, .hub = h->hub },

@@ -11,9 +11,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-/* files: the Files API. containers: what the Containers API was told of a session (its name
- * and memory_limit); a session made otherwise has no row and is still a container.
- * container_files: the ids given to paths of a container's /work. */
+/* files: the Files API, each file its tenant's (owner). containers: what the Containers API was
+ * told of a session (its name and memory_limit); a session made otherwise has no row and is still a
+ * container. container_files: the ids given to paths of a container's /work. */
 static const char schema[] = "PRAGMA journal_mode=WAL;"
                              "PRAGMA synchronous=NORMAL;"
                              "CREATE TABLE IF NOT EXISTS files ("
@@ -21,7 +21,8 @@ static const char schema[] = "PRAGMA journal_mode=WAL;"
                              "  filename TEXT NOT NULL,"
                              "  purpose TEXT NOT NULL,"
                              "  bytes INTEGER NOT NULL,"
-                             "  created_at INTEGER NOT NULL"
+                             "  created_at INTEGER NOT NULL,"
+                             "  owner TEXT NOT NULL DEFAULT 'default'"
                              ");"
                              "CREATE INDEX IF NOT EXISTS files_created ON files(created_at);"
                              "CREATE TABLE IF NOT EXISTS containers ("
@@ -39,6 +40,28 @@ static const char schema[] = "PRAGMA journal_mode=WAL;"
                              "  UNIQUE (session_id, path)"
                              ");";
 
+static int count_row(void *userdata, int n, char **values, char **names)
+{
+        (void) n, (void) values, (void) names;
+        (*(int *) userdata)++;
+        return 0;
+}
+
+/* A files table made before tenants has no owner: its files were the one tenant's, "default"
+ * (docs/TENANTS.md), which is what the column's default gives every existing row. */
+static int add_owner_column(sqlite3 *db, char **ret_msg)
+{
+        int n = 0, rc;
+
+        rc = sqlite3_exec(db, "SELECT 1 FROM pragma_table_info('files') WHERE name = 'owner'",
+                          count_row, &n, ret_msg);
+        if (rc != SQLITE_OK || n > 0)
+                return rc;
+        return sqlite3_exec(db,
+                            "ALTER TABLE files ADD COLUMN owner TEXT NOT NULL DEFAULT 'default'",
+                            NULL, NULL, ret_msg);
+}
+
 int db_open(struct openai *oa, struct airlock_error *err)
 {
         char path[4096];
@@ -54,6 +77,8 @@ int db_open(struct openai *oa, struct airlock_error *err)
                              NULL);
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(oa->db, schema, NULL, NULL, &msg);
+        if (rc == SQLITE_OK)
+                rc = add_owner_column(oa->db, &msg);
         if (rc != SQLITE_OK) {
                 int r = airlock_error_set(err, -EIO, "cannot open '%s': %s", path,
                                           msg ? msg : sqlite3_errmsg(oa->db));

@@ -4,6 +4,7 @@
 #include "openai-internal.h"
 
 #include "base/cleanup.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,14 +34,16 @@ static int not_found(struct openai_error *err, const char *file_id, const char *
                                  "not_found");
 }
 
+/* The file's row when the calling thread's tenant owns it: another tenant's file is as
+ * unknown as one nobody uploaded (docs/TENANTS.md). */
 static json_t *file_row(struct openai *oa, const char *file_id)
 {
         if (!openai_id_is_valid(file_id, OPENAI_FILE_PREFIX))
                 return NULL;
         return db_query_one(oa,
                             "SELECT id, filename, purpose, bytes, created_at FROM files "
-                            "WHERE id = ?1",
-                            "s", file_id);
+                            "WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)",
+                            "ss", file_id, tenant_scope_filter());
 }
 
 int openai_file_create(struct openai *oa, const char *spool_path, uint64_t size,
@@ -72,9 +75,9 @@ int openai_file_create(struct openai *oa, const char *spool_path, uint64_t size,
         if (rename(spool_path, path) < 0)
                 return openai_error_set(err, -errno, 500, NULL, "cannot store the file: %m");
         r = db_exec(oa,
-                    "INSERT INTO files (id, filename, purpose, bytes, created_at) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5)",
-                    "sssii", id, filename, purpose, (long long) size, now);
+                    "INSERT INTO files (id, filename, purpose, bytes, created_at, owner) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "sssiis", id, filename, purpose, (long long) size, now, tenant_scope_owner());
         if (r < 0) {
                 (void) unlink(path);
                 return openai_error_set(err, r, 500, NULL, "cannot record the file");
@@ -151,7 +154,8 @@ int openai_file_delete(struct openai *oa, const char *file_id, json_t **ret_dele
         json_decref(row);
         /* The row first: a crash before the unlink leaves a file without a row, which the
          * next start removes, never a row without its file. */
-        r = db_exec(oa, "DELETE FROM files WHERE id = ?1", "s", file_id);
+        r = db_exec(oa, "DELETE FROM files WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)", "ss",
+                    file_id, tenant_scope_filter());
         if (r < 0)
                 return openai_error_set(err, r, 500, NULL, "cannot delete the file's record");
         (void) snprintf(path, sizeof(path), "%s/%s", oa->files_dir, file_id);
@@ -169,17 +173,19 @@ int openai_file_list(struct openai *oa, const struct openai_list_query *q, json_
          * second as they came, and a store of many files costs one page. */
         static const char *const sql[2][2] = {
                 { "SELECT id, filename, purpose, bytes, created_at FROM files "
-                  "WHERE (?1 IS NULL OR purpose = ?1) "
+                  "WHERE (?1 IS NULL OR purpose = ?1) AND (?4 IS NULL OR owner = ?4) "
                   "ORDER BY created_at DESC, rowid DESC LIMIT ?2",
                   "SELECT id, filename, purpose, bytes, created_at FROM files "
-                  "WHERE (?1 IS NULL OR purpose = ?1) "
+                  "WHERE (?1 IS NULL OR purpose = ?1) AND (?4 IS NULL OR owner = ?4) "
                   "ORDER BY created_at ASC, rowid ASC LIMIT ?2" },
                 { "SELECT id, filename, purpose, bytes, created_at FROM files "
-                  "WHERE (?1 IS NULL OR purpose = ?1) AND (created_at, rowid) < "
+                  "WHERE (?1 IS NULL OR purpose = ?1) AND (?4 IS NULL OR owner = ?4) AND "
+                  "(created_at, rowid) < "
                   "(SELECT created_at, rowid FROM files WHERE id = ?3) "
                   "ORDER BY created_at DESC, rowid DESC LIMIT ?2",
                   "SELECT id, filename, purpose, bytes, created_at FROM files "
-                  "WHERE (?1 IS NULL OR purpose = ?1) AND (created_at, rowid) > "
+                  "WHERE (?1 IS NULL OR purpose = ?1) AND (?4 IS NULL OR owner = ?4) AND "
+                  "(created_at, rowid) > "
                   "(SELECT created_at, rowid FROM files WHERE id = ?3) "
                   "ORDER BY created_at ASC, rowid ASC LIMIT ?2" },
         };
@@ -196,11 +202,12 @@ int openai_file_list(struct openai *oa, const struct openai_list_query *q, json_
                         return openai_error_set(err, -EINVAL, 400, "after",
                                                 "after: '%.100s' is not the id of a file",
                                                 q->after);
-                rows = db_query(oa, sql[1][q->ascending], "sis", q->purpose, (long long) limit + 1,
-                                q->after);
+                rows = db_query(oa, sql[1][q->ascending], "siss", q->purpose, (long long) limit + 1,
+                                q->after, tenant_scope_filter());
                 json_decref(after);
         } else {
-                rows = db_query(oa, sql[0][q->ascending], "si", q->purpose, (long long) limit + 1);
+                rows = db_query(oa, sql[0][q->ascending], "siss", q->purpose, (long long) limit + 1,
+                                NULL, tenant_scope_filter());
         }
         if (!rows)
                 return openai_error_set(err, -EIO, 500, NULL, "cannot read the file store");

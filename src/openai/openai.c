@@ -85,6 +85,16 @@ int openai_error_from_session(struct openai_error *err, int r, const char *conta
         case ENOSPC:
         case EDQUOT:
                 return openai_error_set(err, r, 507, "file", "%s", m);
+        case EXFULL:
+                /* A tenant's quota (docs/TENANTS.md): OpenAI's own shape for a spent quota. */
+                r = openai_error_set(err, r, 429, NULL, "%s", m);
+                if (err)
+                        err->type = "insufficient_quota";
+                return openai_error_code(err, r, "insufficient_quota");
+        case EACCES:
+                /* A profile outside the tenant's list: a policy, not a quota to wait for. */
+                return openai_error_code(err, openai_error_set(err, r, 403, NULL, "%s", m),
+                                         "permission_denied");
         case EUSERS:
         case EMFILE:
         case EAGAIN:

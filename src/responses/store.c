@@ -5,6 +5,7 @@
 #include "store.h"
 
 #include "base/cleanup.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,10 +34,34 @@ static const char schema[] = "PRAGMA journal_mode=WAL;"
                              "  created_at INTEGER NOT NULL,"
                              "  response TEXT NOT NULL,"
                              "  input_items TEXT NOT NULL,"
-                             "  state TEXT NOT NULL"
+                             "  state TEXT NOT NULL,"
+                             "  owner TEXT NOT NULL DEFAULT 'default'"
                              ");"
                              "CREATE INDEX IF NOT EXISTS responses_created ON "
                              "responses(created_at);";
+
+static int count_row(void *userdata, int n, char **values, char **names)
+{
+        (void) n, (void) values, (void) names;
+        (*(int *) userdata)++;
+        return 0;
+}
+
+/* A store made before tenants has no owner column: its responses were the one tenant's,
+ * "default", which the column's default gives every existing row. */
+static int add_owner_column(sqlite3 *db, char **ret_msg)
+{
+        int n = 0, rc;
+
+        rc = sqlite3_exec(db, "SELECT 1 FROM pragma_table_info('responses') WHERE name = 'owner'",
+                          count_row, &n, ret_msg);
+        if (rc != SQLITE_OK || n > 0)
+                return rc;
+        return sqlite3_exec(db,
+                            "ALTER TABLE responses ADD COLUMN owner TEXT NOT NULL DEFAULT "
+                            "'default'",
+                            NULL, NULL, ret_msg);
+}
 
 static long long keep_since(void)
 {
@@ -79,6 +104,8 @@ int responses_store_open(const char *state_dir, struct responses_store **ret_sto
                              NULL);
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(st->db, schema, NULL, NULL, &msg);
+        if (rc == SQLITE_OK)
+                rc = add_owner_column(st->db, &msg);
         if (rc != SQLITE_OK) {
                 int r = airlock_error_set(err, -EIO, "cannot open the responses store '%s': %s",
                                           path, msg ? msg : sqlite3_errmsg(st->db));
@@ -122,7 +149,7 @@ int responses_store_put(struct responses_store *st, const char *id, long long cr
         pthread_mutex_lock(&st->lock);
         rc = sqlite3_prepare_v2(st->db,
                                 "INSERT OR REPLACE INTO responses (id, created_at, response, "
-                                "input_items, state) VALUES (?1, ?2, ?3, ?4, ?5)",
+                                "input_items, state, owner) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                                 -1, &stmt, NULL);
         if (rc == SQLITE_OK)
                 rc = sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
@@ -134,6 +161,8 @@ int responses_store_put(struct responses_store *st, const char *id, long long cr
                 rc = sqlite3_bind_text(stmt, 4, items, -1, SQLITE_STATIC);
         if (rc == SQLITE_OK)
                 rc = sqlite3_bind_text(stmt, 5, cont, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_text(stmt, 6, tenant_scope_owner(), -1, SQLITE_STATIC);
         if (rc == SQLITE_OK)
                 rc = sqlite3_step(stmt);
         (void) sqlite3_finalize(stmt);
@@ -164,10 +193,13 @@ int responses_store_get(struct responses_store *st, const char *id, json_t **ret
 
         pthread_mutex_lock(&st->lock);
         rc = sqlite3_prepare_v2(st->db,
-                                "SELECT response, input_items, state FROM responses WHERE id = ?1",
+                                "SELECT response, input_items, state FROM responses WHERE id = ?1 "
+                                "AND (?2 IS NULL OR owner = ?2)",
                                 -1, &stmt, NULL);
         if (rc == SQLITE_OK)
                 rc = sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_text(stmt, 2, tenant_scope_filter(), -1, SQLITE_STATIC);
         if (rc == SQLITE_OK)
                 rc = sqlite3_step(stmt);
         if (rc == SQLITE_ROW) {
@@ -192,7 +224,8 @@ int responses_store_get(struct responses_store *st, const char *id, json_t **ret
         return r;
 }
 
-/* Runs one statement taking an id or a time, returning the rows it changed or -EIO. */
+/* Runs one statement taking an id (and the owner filter as ?2) or a time, returning the rows it
+ * changed or -EIO. */
 static int change(struct responses_store *st, const char *sql, const char *id, long long t)
 {
         sqlite3_stmt *stmt = NULL;
@@ -203,6 +236,8 @@ static int change(struct responses_store *st, const char *sql, const char *id, l
         if (rc == SQLITE_OK)
                 rc = id ? sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC)
                         : sqlite3_bind_int64(stmt, 1, t);
+        if (rc == SQLITE_OK && id)
+                rc = sqlite3_bind_text(stmt, 2, tenant_scope_filter(), -1, SQLITE_STATIC);
         if (rc == SQLITE_OK)
                 rc = sqlite3_step(stmt);
         if (rc == SQLITE_DONE)
@@ -214,7 +249,8 @@ static int change(struct responses_store *st, const char *sql, const char *id, l
 
 int responses_store_delete(struct responses_store *st, const char *id)
 {
-        int n = change(st, "DELETE FROM responses WHERE id = ?1", id, 0);
+        int n = change(st, "DELETE FROM responses WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)", id,
+                       0);
 
         if (n < 0)
                 return n;

@@ -3,7 +3,11 @@
  * model saw, the conversation's container, the client calls it waits for), in one SQLite
  * database in the state directory, so that previous_response_id works across a restart. A
  * response is kept RESPONSES_KEEP_DAYS days (OpenAI keeps them 30), then pruned, or until
- * DELETE /v1/responses/{id}. Thread-safe. */
+ * DELETE /v1/responses/{id}. Thread-safe.
+ *
+ * Each response belongs to the tenant of the thread that stored it (tenant_scope_owner()), and
+ * get and delete find only the calling thread's tenant's (tenant_scope_filter()): another
+ * tenant's id is -ENOENT like an unknown one, in a chain of previous_response_id too. */
 #pragma once
 
 #include "base/error.h"

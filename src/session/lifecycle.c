@@ -157,11 +157,11 @@ int lifecycle_stop(struct session *s, bool shutdown, struct airlock_error *err)
                  shutdown ? " (daemon shutting down)" : "");
         /* Without a request in this thread, the manager's worker stopped it: idle or at the end
          * of its lifetime. */
-        audit_emit_scoped(mgr->cfg.audit, "session.stopped", s->id,
-                          json_pack("{s:s}", "reason",
-                                    shutdown                ? "shutdown"
-                                    : audit_scope_current() ? "client"
-                                                            : "idle"));
+        audit_emit_owned(mgr->cfg.audit, "session.stopped", s->tenant, s->id,
+                         json_pack("{s:s}", "reason",
+                                   shutdown                ? "shutdown"
+                                   : audit_scope_current() ? "client"
+                                                           : "idle"));
         session_unref(s); /* the table's reference */
         return 0;
 }
@@ -263,6 +263,7 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         const char *state;
         uint64_t t0 = now_ns(), t1 = 0, t2 = 0;
         bool state_lost;
+        char cause[sizeof(err->msg)];
         int r;
 
         if (!mgr->store)
@@ -317,10 +318,12 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                 pthread_mutex_unlock(&mgr->lock);
                 session_unref(s);
                 json_decref(row);
-                return r == -ENOMEM || r == -EXFULL
-                               ? r
-                               : airlock_error_set(err, r, "cannot resume session %s: %s", id,
-                                                   err->msg);
+                if (r == -ENOMEM || r == -EXFULL)
+                        return r;
+                /* err->msg is both the cause and the result: copied first, as snprintf's
+                 * buffers must not overlap. */
+                (void) snprintf(cause, sizeof(cause), "%s", err->msg);
+                return airlock_error_set(err, r, "cannot resume session %s: %s", id, cause);
         }
         s->phase = PHASE_RESUMING;
         restore_facts(s, row);
@@ -373,8 +376,8 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
         (void) store_session_live(mgr->store, id);
-        audit_emit_scoped(
-                mgr->cfg.audit, "session.resumed", id,
+        audit_emit_owned(
+                mgr->cfg.audit, "session.resumed", s->tenant, id,
                 json_pack("{s:s, s:b}", "profile", s->profile->name, "state_lost", state_lost));
         log_info("session=%s profile=%s msg=\"session resumed%s\" sandbox_ms=%.1f load_ms=%.1f", id,
                  s->profile->name, state_lost ? " (part of its state lost)" : "", (t1 - t0) / 1e6,
@@ -424,8 +427,10 @@ void lifecycle_delete_due(struct session_manager *mgr)
                 pthread_mutex_unlock(&mgr->lock);
                 if (!resumed) {
                         lifecycle_remove_saved(mgr, id);
-                        audit_emit_scoped(mgr->cfg.audit, "session.deleted", id,
-                                          json_pack("{s:s}", "reason", "expired"));
+                        audit_emit_owned(mgr->cfg.audit, "session.deleted",
+                                         json_string_value(json_object_get(
+                                                 json_object_get(row, "info"), "tenant")),
+                                         id, json_pack("{s:s}", "reason", "expired"));
                         log_info("session=%s msg=\"stopped session deleted: %s\"", id, reason);
                 }
         }
@@ -579,6 +584,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         uint64_t bytes = 0;
         unsigned made = 0;
         bool reserved = false;
+        struct quota_hold hold = { 0 };
         uint64_t t[5] = { now_ns() };
         int r;
 
@@ -611,7 +617,9 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                                       "%u more sessions would pass the daemon's limit of %u", n,
                                       mgr->cfg.max_sessions);
         } else {
-                r = session_quota_check_locked(mgr, parent->profile, n, err);
+                /* The quota check and the hold of the places are one step: a create of the
+                 * same tenant that comes while the children load counts them. */
+                r = session_quota_hold_locked(mgr, parent->profile, n, parent->tenant, &hold, err);
                 if (r >= 0) {
                         mgr->reserved += n;
                         reserved = true;
@@ -693,6 +701,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 c->dirty = true; /* its first checkpoint saves its own copy */
                 pthread_mutex_lock(&mgr->lock);
                 mgr->reserved--;
+                hold.n--;
                 r = session_table_add(mgr, c);
                 pthread_mutex_unlock(&mgr->lock);
                 if (r < 0) {
@@ -735,6 +744,11 @@ out:
                 pthread_mutex_lock(&mgr->lock);
                 /* The places the loop above did not hand to a child. */
                 mgr->reserved -= n - (unsigned) json_array_size(out);
+                pthread_mutex_unlock(&mgr->lock);
+        }
+        if (hold.profile) {
+                pthread_mutex_lock(&mgr->lock);
+                session_quota_release_locked(mgr, &hold);
                 pthread_mutex_unlock(&mgr->lock);
         }
         json_decref(out);

@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/utf8.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@ struct recent_entry {
         uint32_t code_bytes, stdout_bytes, stderr_bytes;
         bool one_shot;
         char session_id[32];
+        char tenant[64]; /* TENANT_NAME_MAX + 1 */
         char profile[64];
         char language[16];
         char status[16];
@@ -128,6 +130,7 @@ void recent_add(struct recent *r, const struct recent_exec *e)
         x->execution_count = json_integer_value(json_object_get(res, "execution_count"));
         x->one_shot = e->one_shot;
         (void) copy_cut(x->session_id, sizeof(x->session_id), e->session_id);
+        (void) copy_cut(x->tenant, sizeof(x->tenant), e->tenant);
         (void) copy_cut(x->profile, sizeof(x->profile), e->profile);
         (void) copy_cut(x->language, sizeof(x->language), e->language ? e->language : "python");
         (void) copy_cut(x->status, sizeof(x->status),
@@ -188,7 +191,8 @@ json_t *recent_list(struct recent *r, unsigned limit, const char *session_id)
                 const struct recent_entry *x = &r->entries[(r->count - 1 - i) % r->capacity];
                 json_t *o;
 
-                if (session_id && strcmp(x->session_id, session_id) != 0)
+                if ((session_id && strcmp(x->session_id, session_id) != 0) ||
+                    !tenant_scope_sees(x->tenant))
                         continue;
                 o = entry_json(x);
                 if (!o || json_array_append_new(arr, o) < 0) {

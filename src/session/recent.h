@@ -22,6 +22,7 @@ struct recent;
  * NULL (stored as ""). */
 struct recent_exec {
         const char *session_id;
+        const char *tenant; /* the session's owner; NULL or "" = "default" */
         const char *profile;
         const char *language; /* NULL: python */
         const char *code;
@@ -45,7 +46,9 @@ void recent_add(struct recent *r, const struct recent_exec *e);
  * {seq, finished_at (RFC 3339, ms), session_id, profile, language, one_shot, status, wall_ms,
  *  cpu_ms, peak_memory_bytes, execution_count, code, code_bytes, code_truncated, stdout,
  *  stderr, error, files} (seq grows by one per execution since the daemon started; *_bytes is
- * the full size before the cut). With session_id set, only that session's. NULL on ENOMEM. */
+ * the full size before the cut). With session_id set, only that session's. Only the
+ * executions of sessions the calling thread's tenant owns (tenant_scope_sees()). NULL on
+ * ENOMEM. */
 json_t *recent_list(struct recent *r, unsigned limit, const char *session_id);
 
 /* Executions recorded since the daemon started (the next seq is this plus one). */

@@ -118,6 +118,9 @@ struct session_manager {
         struct session **by_id;
         unsigned by_id_cap; /* 0 or a power of two */
         unsigned reserved;  /* places held for forks being made */
+        /* The same places by tenant and profile, so that a tenant's quota counts the children
+         * of its forks being made: a create cannot slip in between (session_quota_hold()). */
+        struct quota_hold *holds;
         /* fds the daemon holds per live or warm sandbox (session_manager_fds_needed()), and
          * whether the worker said already that it cannot refill the pools for want of fds */
         unsigned fds_per_sandbox;
@@ -190,6 +193,21 @@ void session_remember_ended(struct session_manager *mgr, const char *id, const c
 bool session_row_visible(json_t *row);
 /* Whether the tenant of the calling thread may have n more live sessions of profile p: 0, or
  * -EXFULL with err naming the quota (tenant_quota_check()). The manager's lock held. */
+/* Places a fork holds for its children until they join the table (n counts down). */
+struct quota_hold {
+        struct quota_hold *next;
+        const char *tenant; /* borrowed: the parent's */
+        const struct profile *profile;
+        unsigned n;
+};
+
+/* Checks the calling thread's tenant's quotas for n more sessions of profile p and, when they
+ * allow them, holds the places in h (the caller's, kept until session_quota_release_locked()),
+ * in one step under the manager's lock. Returns 0 or -EXFULL as below. */
+int session_quota_hold_locked(struct session_manager *mgr, const struct profile *p, unsigned n,
+                              const char *tenant, struct quota_hold *h, struct airlock_error *err);
+void session_quota_release_locked(struct session_manager *mgr, struct quota_hold *h);
+
 int session_quota_check_locked(struct session_manager *mgr, const struct profile *p, unsigned n,
                                struct airlock_error *err);
 /* The facts the store keeps of a session, as JSON text (caller frees). s->lock held. */

@@ -1218,8 +1218,8 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         log_info("session=%s profile=%s msg=\"session created\"", s->id, s->profile->name);
         metrics_session_created(s->metrics, now_ns() - t0);
         if (!s->ephemeral)
-                audit_emit_scoped(mgr->cfg.audit, "session.created", s->id,
-                                  json_pack("{s:s}", "profile", s->profile->name));
+                audit_emit_owned(mgr->cfg.audit, "session.created", s->tenant, s->id,
+                                 json_pack("{s:s}", "profile", s->profile->name));
         *ret_session = s;
 
         return 0;
@@ -1715,7 +1715,9 @@ int session_quota_check_locked(struct session_manager *mgr, const struct profile
                                struct airlock_error *err)
 {
         const struct tenant *t = tenant_scope();
+        const struct tenant_refusal *q;
         struct tenant_usage use = { 0 }, add = { 0 };
+        int r;
 
         /* The default tenant and tenants without quotas cost nothing here. */
         if (!t || !(t->max_sessions || t->max_memory || t->max_millicpus))
@@ -1728,10 +1730,47 @@ int session_quota_check_locked(struct session_manager *mgr, const struct profile
                 use.memory += s->profile->limits.memory_bytes;
                 use.millicpus += s->profile->limits.cpu_millicpus;
         }
+        for (const struct quota_hold *h = mgr->holds; h; h = h->next) {
+                if (strcmp(h->tenant, t->name) != 0)
+                        continue;
+                use.sessions += h->n;
+                use.memory += (uint64_t) h->n * h->profile->limits.memory_bytes;
+                use.millicpus += (uint64_t) h->n * h->profile->limits.cpu_millicpus;
+        }
         add.sessions = n;
         add.memory = (uint64_t) n * p->limits.memory_bytes;
         add.millicpus = (uint64_t) n * p->limits.cpu_millicpus;
-        return tenant_quota_check(t, &use, &add, err);
+        r = tenant_quota_check(t, &use, &add, err);
+        q = r < 0 ? tenant_scope_refusal() : NULL;
+        /* Whatever route asked (sessions, OpenAI, E2B, MCP): one line per refusal. Written
+         * under the manager's lock, which only a refusal pays: one O_APPEND write. */
+        if (q)
+                audit_emit_scoped(mgr->cfg.audit, "quota.refusal", NULL,
+                                  json_pack("{s:s, s:o*, s:s, s:i}", "quota", q->quota, "limit",
+                                            json_loads(q->limit, JSON_DECODE_ANY, NULL), "profile",
+                                            p->name, "sessions", (int) n));
+        return r;
+}
+
+int session_quota_hold_locked(struct session_manager *mgr, const struct profile *p, unsigned n,
+                              const char *tenant, struct quota_hold *h, struct airlock_error *err)
+{
+        int r = session_quota_check_locked(mgr, p, n, err);
+
+        if (r < 0)
+                return r;
+        *h = (struct quota_hold){ .next = mgr->holds, .tenant = tenant, .profile = p, .n = n };
+        mgr->holds = h;
+        return 0;
+}
+
+void session_quota_release_locked(struct session_manager *mgr, struct quota_hold *h)
+{
+        for (struct quota_hold **p = &mgr->holds; *p; p = &(*p)->next)
+                if (*p == h) {
+                        *p = h->next;
+                        return;
+                }
 }
 
 static json_t *profile_json(const struct profile *p)
@@ -1940,6 +1979,7 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         if (result) {
                 attach_resume_report(s, result);
                 recent_add(mgr->recent, &(struct recent_exec){ .session_id = s->id,
+                                                               .tenant = s->tenant,
                                                                .profile = s->profile->name,
                                                                .language = req->language,
                                                                .code = req->code,
@@ -2012,7 +2052,7 @@ static void audit_execution(struct session *s, const struct exec_request *req, c
                       s->profile->name);
         if (!f || audit_add_code(a, f, req->code, req->code ? strlen(req->code) : 0) < 0) {
                 json_decref(f);
-                audit_emit_scoped(a, "execution", s->id, NULL);
+                audit_emit_owned(a, "execution", s->tenant, s->id, NULL);
                 return;
         }
         if (req->one_shot)
@@ -2028,7 +2068,7 @@ static void audit_execution(struct session *s, const struct exec_request *req, c
                 json_object_set_new(f, "error",
                                     audit_string(err && err->msg[0] ? err->msg : strerror(-r)));
         }
-        audit_emit_scoped(a, "execution", s->id, f);
+        audit_emit_owned(a, "execution", s->tenant, s->id, f);
 }
 
 /* After check_request() refused req: a language the profile does not allow is a policy
@@ -2193,7 +2233,7 @@ static int audit_file(struct session *s, const char *event, const char *path, ui
         if (f && r < 0)
                 json_object_set_new(f, "error",
                                     audit_string(err && err->msg[0] ? err->msg : strerror(-r)));
-        audit_emit_scoped(a, event, s->id, f);
+        audit_emit_owned(a, event, s->tenant, s->id, f);
         return r;
 }
 

@@ -6,6 +6,7 @@
 #include "tenant.h"
 
 #include "base/cleanup.h"
+#include "base/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,12 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static const char hexdigits[] = "0123456789abcdef";
 
 struct tenant *tenant_ref(struct tenant *t)
 {
@@ -89,25 +87,13 @@ void tenant_key_hash(const char *key, size_t len, unsigned char ret_hash[TENANT_
 
 int tenant_key_new(char ret_key[TENANT_KEY_LEN + 1], unsigned char ret_hash[TENANT_HASH_LEN])
 {
-        unsigned char raw[TENANT_KEY_BYTES];
-        size_t got = 0, o = sizeof(TENANT_KEY_PREFIX) - 1;
+        size_t o = sizeof(TENANT_KEY_PREFIX) - 1;
+        int r;
 
-        while (got < sizeof(raw)) {
-                ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                got += (size_t) n;
-        }
         memcpy(ret_key, TENANT_KEY_PREFIX, o);
-        for (size_t i = 0; i < sizeof(raw); i++) {
-                ret_key[o++] = hexdigits[raw[i] >> 4];
-                ret_key[o++] = hexdigits[raw[i] & 15];
-        }
-        ret_key[o] = '\0';
-        explicit_bzero(raw, sizeof(raw));
+        r = random_hex(ret_key + o, TENANT_KEY_BYTES);
+        if (r < 0)
+                return r;
         tenant_key_hash(ret_key, TENANT_KEY_LEN, ret_hash);
         return 0;
 }
@@ -731,6 +717,16 @@ void tenant_scope_set(const struct tenant *t)
 const struct tenant *tenant_scope(void)
 {
         return scope.tenant;
+}
+
+const char *tenant_scope_owner(void)
+{
+        return scope.tenant ? scope.tenant->name : TENANT_DEFAULT;
+}
+
+const char *tenant_scope_filter(void)
+{
+        return scope.tenant ? scope.tenant->name : NULL;
 }
 
 bool tenant_scope_sees(const char *owner)

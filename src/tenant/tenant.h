@@ -136,6 +136,12 @@ struct tenant_refusal {
  * NULL = no tenant: internal work that sees every session. */
 void tenant_scope_set(const struct tenant *t);
 const struct tenant *tenant_scope(void);
+/* The owner of what the calling thread makes (a file, a stored response, an MCP session): its
+ * tenant's name, or "default" without a scope. Static or the scope's tenant's (borrowed). */
+const char *tenant_scope_owner(void);
+/* The owner lookups on the calling thread are limited to: its tenant's name, or NULL without
+ * a scope (internal work that sees everything). Borrowed. */
+const char *tenant_scope_filter(void);
 /* Whether the calling thread may see a session owned by owner (NULL or "" = "default"). */
 bool tenant_scope_sees(const char *owner);
 /* The last quota refusal on this thread since tenant_scope_set(), or NULL. */

@@ -304,3 +304,133 @@ def test_keys_are_never_logged(daemon, two):
     log = daemon.log_text()
     for key in (a.key, b.key):
         assert key not in log and key[4:20] not in log
+
+
+def test_openai_files_are_per_tenant(daemon, two):
+    a, b = two
+    r = a.req("POST", "/v1/files", files={"file": ("a.txt", b"team a's data")},
+              data={"purpose": "user_data"})
+    assert r.status_code == 200, r.text
+    fid = r.json()["id"]
+    ghost = "file-" + "0" * len(fid[5:])
+    try:
+        for method, path in (("GET", "/v1/files/{}"), ("GET", "/v1/files/{}/content"),
+                             ("DELETE", "/v1/files/{}")):
+            theirs = b.req(method, path.format(fid))
+            unknown = b.req(method, path.format(ghost))
+            assert theirs.status_code == 404, theirs.text
+            # The same body as an id nobody has, but for the id itself.
+            assert theirs.json() == json.loads(unknown.text.replace(ghost, fid)), theirs.text
+        assert fid not in [f["id"] for f in b.req("GET", "/v1/files").json()["data"]]
+        assert fid in [f["id"] for f in a.req("GET", "/v1/files").json()["data"]]
+        # Nor can another tenant copy it into a container of its own.
+        r = b.req("POST", "/v1/containers", json={"name": "thief", "file_ids": [fid]})
+        assert r.status_code == 404, r.text
+        assert a.req("GET", f"/v1/files/{fid}/content").content == b"team a's data"
+    finally:
+        assert a.req("DELETE", f"/v1/files/{fid}").status_code == 200
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
+
+
+def mcp(t, msg, sid=None):
+    h = dict(MCP_HEADERS, **({"Mcp-Session-Id": sid} if sid else {}))
+    return t.req("POST", "/mcp", json=msg, headers=h)
+
+
+def test_mcp_session_ids_are_per_tenant(daemon, two):
+    a, b = two
+    r = mcp(a, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "tenants-test", "version": "1"}}})
+    assert r.status_code == 200, r.text
+    sid = r.headers["Mcp-Session-Id"]
+    ghost = "mcp-" + "0" * 32
+    try:
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        theirs, unknown = mcp(b, ping, sid), mcp(b, ping, ghost)
+        assert theirs.status_code == unknown.status_code == 404, theirs.text
+        assert theirs.json() == unknown.json()
+        theirs = b.req("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+        unknown = b.req("DELETE", "/mcp", headers={"Mcp-Session-Id": ghost})
+        assert theirs.status_code == unknown.status_code == 404, theirs.text
+        assert theirs.json() == unknown.json()
+        assert mcp(a, ping, sid).status_code == 200
+    finally:
+        a.req("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+
+
+def test_recent_executions_and_live_usage_are_per_tenant(daemon, two):
+    a, b = two
+    r = a.create()
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    r = a.req("POST", f"/v1/sessions/{sid}/execute", json={"code": "print('secret-of-a')"})
+    assert r.status_code == 200, r.text
+    mine = a.req("GET", "/v1/executions").json()
+    mine = mine["executions"]
+    assert sid in [e["session_id"] for e in mine]
+    theirs = b.req("GET", "/v1/executions")
+    assert theirs.status_code == 200 and "secret-of-a" not in theirs.text and sid not in \
+        theirs.text, theirs.text
+    theirs = b.req("GET", f"/v1/executions?session_id={sid}")
+    assert sid not in theirs.text and "secret-of-a" not in theirs.text
+    live = b.req("GET", "/v1/sessions?usage=live")
+    assert live.status_code == 200 and sid not in live.text, live.text
+    assert sid in a.req("GET", "/v1/sessions?usage=live").text
+
+
+def test_quota_and_profile_refusals_in_the_openai_and_e2b_shapes(daemon):
+    t = Tenant(daemon, "quota-o", "--max-sessions", "1", "--profiles", "minimal")
+    h = daemon.client()
+    e2b = {"X-API-KEY": t.key}
+    try:
+        # A profile outside the list: 403, in each API's own error shape.
+        r = t.req("POST", "/v1/containers", json={"name": "c"})
+        assert r.status_code == 403, r.text
+        assert r.json()["error"]["code"] == "permission_denied"
+        assert "may not use profile" in r.json()["error"]["message"]
+        r = h.post(daemon.url + "/e2b/api/v2/sandboxes", json={}, headers=e2b, timeout=60)
+        assert r.status_code == 403, r.text
+        assert r.json()["code"] == 403 and "may not use profile" in r.json()["message"]
+        # The quota: 429.
+        tenants(daemon.state_dir, "set", "quota-o", "--profiles", "all")
+        assert t.create().status_code == 201
+        r = t.req("POST", "/v1/containers", json={"name": "c"})
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["type"] == "insufficient_quota"
+        assert "max_sessions" in r.json()["error"]["message"]
+        r = h.post(daemon.url + "/e2b/api/v2/sandboxes", json={}, headers=e2b, timeout=60)
+        assert r.status_code == 429, r.text
+        assert r.json()["code"] == 429 and "max_sessions" in r.json()["message"]
+    finally:
+        t.close()
+
+
+def audit_lines(daemon):
+    return [json.loads(line) for line in
+            (daemon.state_dir / "audit.log").read_text().splitlines() if line.strip()]
+
+
+def test_audit_lines_carry_quota_refusals_and_e2b_auth_failures(daemon):
+    t = Tenant(daemon, "quota-u", "--max-sessions", "1")
+    try:
+        assert t.create().status_code == 201
+        assert t.create().status_code == 429
+        r = daemon.client().post(daemon.url + "/e2b/api/v2/sandboxes", json={},
+                                 headers={"X-API-KEY": "alk_" + "0" * 64}, timeout=60)
+        assert r.status_code == 401, r.text
+        lines = audit_lines(daemon)
+        q = [x for x in lines if x["event"] == "quota.refusal" and x["tenant"] == "quota-u"]
+        assert q and q[-1]["quota"] == "max_sessions" and q[-1]["limit"] == 1, lines[-5:]
+        f = [x for x in lines if x["event"] == "auth.failure" and x["route"].startswith("/e2b")]
+        assert f and f[-1]["tenant"] is None and f[-1]["reason"] == "invalid", lines[-5:]
+        # The session's own lines name its tenant, on the E2B surface too.
+        r = daemon.client().post(daemon.url + "/e2b/api/v2/sandboxes", json={},
+                                 headers={"X-API-KEY": t.key}, timeout=60)
+        assert r.status_code == 429, r.text
+        assert audit_lines(daemon)[-1]["tenant"] == "quota-u"
+    finally:
+        t.close()
