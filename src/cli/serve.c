@@ -120,6 +120,7 @@ static const char serve_help[] =
         "\n"
         "      --print-systemd-unit  print the systemd unit meson installs\n"
         "                          (airlock.service, docs/DEPLOY.md) and exit\n"
+        "\n"
         "The audit log (docs/AUDIT.md): one JSON line per security-relevant event:\n"
         "      --audit-log PATH    the file (created 0600); default DIR/audit.log; off =\n"
         "                          no file\n"

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -674,6 +675,88 @@ static int v2_prepare_parent(const char *mount, const char *rel, bool want_cpu, 
         return 0;
 }
 
+bool cgroup_v2_is_delegated(const char *dir)
+{
+        /* systemd 251 and later mark a Delegate=yes cgroup with trusted.delegate, and (254)
+         * with user.delegate where the service manager is unprivileged (systemd's
+         * docs/CGROUP_DELEGATION.md). Only the value "1" counts. */
+        static const char *const names[] = { "trusted.delegate", "user.delegate" };
+
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                char value[8];
+                ssize_t n = getxattr(dir, names[i], value, sizeof(value));
+
+                if (n == 1 && value[0] == '1')
+                        return true;
+        }
+        return false;
+}
+
+int cgroup_v2_delegate(const char *dir, const char *leaf, struct airlock_error *err)
+{
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_close_ int leaf_fd = -EBADF;
+        _cleanup_free_ char *leaf_dir = NULL;
+        _cleanup_free_ char *procs = NULL;
+        char controllers[512];
+        ssize_t n;
+        int r;
+
+        r = check_name(leaf, err);
+        if (r < 0)
+                return r;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+                r = -errno;
+                return airlock_error_set(err, r, "cannot open '%s': %s", dir, strerror(-r));
+        }
+        /* The controllers the parent hands to dir: systemd's Delegate=yes enables every one it
+         * manages. Without memory and pids, sandboxes made here would have no caps. */
+        n = read_small_file_at(fd, "cgroup.controllers", controllers, sizeof(controllers));
+        if (n < 0)
+                return airlock_error_set(err, (int) n, "cannot read '%s/cgroup.controllers': %s",
+                                         dir, strerror((int) -n));
+        if (!list_has_word(controllers, "memory") || !list_has_word(controllers, "pids"))
+                return airlock_error_set(err, -EOPNOTSUPP,
+                                         "delegated cgroup '%s' lacks memory or pids in its "
+                                         "cgroup.controllers ('%s')",
+                                         dir, controllers);
+
+        leaf_dir = path_join(dir, leaf);
+        if (!leaf_dir)
+                return -ENOMEM;
+        if (mkdir(leaf_dir, 0755) < 0 && errno != EEXIST) {
+                r = -errno;
+                return airlock_error_set(err, r, "cannot create '%s': %s", leaf_dir, strerror(-r));
+        }
+        leaf_fd = open(leaf_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (leaf_fd < 0) {
+                r = -errno;
+                return airlock_error_set(err, r, "cannot open '%s': %s", leaf_dir, strerror(-r));
+        }
+
+        /* cgroup v2's "no internal processes" rule: dir may enable controllers for its children
+         * only once no process lives in dir itself. At startup these are the daemon alone (its
+         * threads move with it); each pid moves its whole thread group. */
+        procs = malloc(CONTROL_FILE_MAX);
+        if (!procs)
+                return -ENOMEM;
+        n = read_small_file_at(fd, "cgroup.procs", procs, CONTROL_FILE_MAX);
+        if (n < 0)
+                return airlock_error_set(err, (int) n, "cannot read '%s/cgroup.procs': %s", dir,
+                                         strerror((int) -n));
+        for (char *save = NULL, *pid = strtok_r(procs, "\n", &save); pid;
+             pid = strtok_r(NULL, "\n", &save)) {
+                r = write_file_at(leaf_fd, "cgroup.procs", pid);
+                /* A process that exited meanwhile has nothing left to move. */
+                if (r < 0 && r != -ESRCH)
+                        return airlock_error_set(err, r, "cannot move process %s into '%s': %s",
+                                                 pid, leaf_dir, strerror(-r));
+        }
+
+        return v2_enable_subtree(dir, list_has_word(controllers, "cpu"), err);
+}
+
 static int probe_v2(const struct probe_state *st, const char *parent_override,
                     const char *controllers, struct cgroup_root *root, struct airlock_error *err)
 {
@@ -703,6 +786,17 @@ static int probe_v2(const struct probe_state *st, const char *parent_override,
                     list_has_word(enabled, "memory") && list_has_word(enabled, "pids")) {
                         root->v2_parent = TAKE_PTR(dir);
                         return 0;
+                }
+                /* A cgroup systemd delegated to us (Delegate=yes): the daemon moves into a leaf
+                 * of it and its sandboxes go beside that leaf, inside the unit's accounting and
+                 * limits. If that fails, the fallback below still gives working caps. */
+                if (fd >= 0 && cgroup_v2_is_delegated(dir)) {
+                        struct airlock_error ignored = { "" };
+
+                        if (cgroup_v2_delegate(dir, CGROUP_V2_DAEMON_LEAF, &ignored) >= 0) {
+                                root->v2_parent = TAKE_PTR(dir);
+                                return 0;
+                        }
                 }
         }
 

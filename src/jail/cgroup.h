@@ -5,9 +5,10 @@
  *
  * Layout chosen by cgroup_probe():
  *  - v2: <unified mount>/<parent>/<name>, where <parent> is the caller's own cgroup (from
- *    /proc/self/cgroup) when its cgroup.subtree_control already enables memory and pids, and
- *    otherwise "<unified mount>/airlock" (created, controllers enabled in the root's
- *    subtree_control as needed).
+ *    /proc/self/cgroup) when its cgroup.subtree_control already enables memory and pids, or
+ *    when systemd delegated it (Delegate=yes; the caller then moves into its leaf "daemon",
+ *    see cgroup_v2_delegate()), and otherwise "<unified mount>/airlock" (created, controllers
+ *    enabled in the root's subtree_control as needed).
  *  - v1: one directory per controller, <controller mount>/<caller's cgroup for that
  *    controller>/<name>, for memory, pids, cpu, cpuacct and freezer (cpuacct and freezer are
  *    optional). Creating under the caller's own cgroup keeps sandboxes inside any cap that
@@ -66,6 +67,9 @@ struct cgroup_usage {
 
 struct cgroup;
 
+/* The leaf a daemon moves itself into inside a delegated cgroup v2 directory. */
+#define CGROUP_V2_DAEMON_LEAF "daemon"
+
 /* Finds the cgroup hierarchy to use. proc_root is "/proc" normally; tests pass a directory with
  * a fake "self/mountinfo" and "self/cgroup". parent_override is NULL or a path relative to each
  * hierarchy's mount. Returns 0 (with version CGROUP_NONE when no usable controllers exist),
@@ -73,6 +77,19 @@ struct cgroup;
 int cgroup_probe(const char *proc_root, const char *parent_override, struct cgroup_root *ret_root,
                  struct airlock_error *err);
 void cgroup_root_done(struct cgroup_root *root);
+
+/* Whether systemd marked the cgroup v2 directory dir as delegated to its unit (Delegate=yes):
+ * the extended attribute trusted.delegate or user.delegate is "1" (systemd 251 and later). */
+bool cgroup_v2_is_delegated(const char *dir);
+
+/* Takes over the delegated cgroup v2 directory dir: makes dir/<leaf> (a single path
+ * component), moves every process of dir/cgroup.procs into it, and enables memory, pids and,
+ * where dir/cgroup.controllers offers it, cpu in dir/cgroup.subtree_control, so that cgroups
+ * made in dir beside the leaf get those controllers. v2 allows that only once no process lives
+ * in dir itself ("no internal processes"). Returns 0; -EOPNOTSUPP when dir/cgroup.controllers
+ * lacks memory or pids; -EINVAL for a bad leaf name; or -errno, each with err set. Processes
+ * moved before a failure stay in the leaf. Takes a path so that tests can pass a fake tree. */
+int cgroup_v2_delegate(const char *dir, const char *leaf, struct airlock_error *err);
 
 /* Makes the cgroup `name` (a single path component) below each of base's parent directories,
  * or reuses it where it exists, and fills ret_scoped with a root whose parents are those

@@ -9,11 +9,14 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -436,3 +439,117 @@ def test_bad_audit_flags_are_refused_with_a_reason():
             shutil.rmtree(work, ignore_errors=True)
         assert p.returncode == 2, (args, p.stderr)
         assert words in p.stderr, (args, p.stderr)
+
+
+def devlog_wrapper(work, sock):
+    """An `airlock` that runs in a mount namespace of its own where /dev/log is the unix
+    socket sock, which the test made and reads. Where the host has no /dev/log (no syslog
+    daemon), the namespace gets a /dev of its own: a tmpfs holding binds of every entry of
+    the host's /dev, plus log; the host's /dev is never touched."""
+    newdev = work / "dev"
+    newdev.mkdir()
+    setup = ("set -e\n"
+             "if [ -e /dev/log ]; then mount --bind \"$SOCK\" /dev/log; else\n"
+             "  mount -t tmpfs -o mode=0755 tmpfs \"$NEWDEV\"\n"
+             "  for e in /dev/* /dev/.[!.]*; do\n"
+             "    [ -e \"$e\" ] || [ -L \"$e\" ] || continue\n"
+             "    n=\"$NEWDEV/${e##*/}\"\n"
+             "    if [ -L \"$e\" ]; then cp -P \"$e\" \"$n\"\n"
+             "    elif [ -d \"$e\" ]; then mkdir \"$n\" && mount --rbind \"$e\" \"$n\"\n"
+             "    else : > \"$n\" && mount --bind \"$e\" \"$n\"; fi\n"
+             "  done\n"
+             "  : > \"$NEWDEV/log\" && mount --bind \"$SOCK\" \"$NEWDEV/log\"\n"
+             "  mount --move \"$NEWDEV\" /dev\n"
+             "fi\n")
+    (work / "setup.sh").write_text(setup)
+    script = work / "airlock-with-devlog"
+    script.write_text("#!/bin/sh\n"
+                      f"export SOCK='{sock}' NEWDEV='{newdev}'\n"
+                      f"exec unshare --mount --propagation private sh -c '. {work}/setup.sh && "
+                      f"exec {AIRLOCK} \"$@\"' airlock \"$@\"\n")
+    script.chmod(0o700)
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            f"export SOCK='{sock}' NEWDEV='{newdev}'; . {work}/setup.sh && "
+                            "test -S /dev/log"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot put a socket at /dev/log in a new mount namespace: "
+                    f"{probe.stderr.strip()}")
+    return script
+
+
+SYSLOG_RE = re.compile(r"<(\d+)>.*? airlock-audit\[(\d+)\]: (\{.*\})\n?$", re.S)
+
+
+def test_syslog_gets_every_line_with_the_facility_and_ident():
+    work = Path(tempfile.mkdtemp(prefix="airlock-e2e-audit-syslog-"))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    d = None
+    try:
+        sock.bind(str(work / "log.sock"))
+        sock.settimeout(0.2)
+        script = devlog_wrapper(work, work / "log.sock")
+        d = start(["--audit-syslog", "local3"], binary=str(script))
+        r = d.post("/v1/sessions", json={})
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        r = d.post(f"/v1/sessions/{sid}/execute", json={"code": "print(1)"})
+        assert r.status_code == 200, r.text
+        exec_rid = rid(r)
+        got, deadline = [], time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                e["event"] == "execution" and e["request_id"] == exec_rid for e in got):
+            try:
+                msg = sock.recv(65536).decode()
+            except socket.timeout:
+                continue
+            m = SYSLOG_RE.match(msg)
+            assert m, f"not a syslog line of airlock-audit: {msg!r}"
+            # local3 (19) * 8 + info (6); the pid is the daemon's.
+            assert (int(m.group(1)), int(m.group(2))) == (19 * 8 + 6, d.proc.pid), msg
+            got.append(json.loads(m.group(3)))
+        one(got, "session.created", session=sid)
+        assert one(got, "execution", request_id=exec_rid)["code"] == "print(1)"
+        # The same lines as the file's.
+        inside = Path(f"/proc/{d.proc.pid}/root") / str(d.state_dir).lstrip("/")
+        file_lines = read_lines(inside / "audit.log")
+        assert all(e in file_lines for e in got), (got, file_lines)
+        d.delete(f"/v1/sessions/{sid}")
+    finally:
+        if d:
+            stop(d)
+        sock.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_sighup_reopens_the_log_at_its_path():
+    """logrotate without copytruncate: rename the file, SIGHUP, new lines in a new file."""
+    d = start([])
+    try:
+        log = d.state_dir / "audit.log"
+        r = d.post("/v1/sessions", json={})
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        rotated = d.state_dir / "audit.log.rotated"
+        os.rename(log, rotated)
+        r = d.post(f"/v1/sessions/{sid}/execute", json={"code": "print('before')"})
+        before_rid = rid(r)
+        os.kill(d.proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while True:
+            r = d.post(f"/v1/sessions/{sid}/execute", json={"code": "print('after')"})
+            assert r.status_code == 200, r.text
+            after_rid = rid(r)
+            if log.exists() and events(read_lines(log), "execution", request_id=after_rid):
+                break
+            assert time.monotonic() < deadline, "no new audit.log after SIGHUP"
+            time.sleep(0.1)
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+        old = read_lines(rotated)
+        one(old, "session.created", session=sid)
+        # Until the signal, the renamed file (the daemon's open descriptor) took the lines.
+        one(old, "execution", request_id=before_rid)
+        assert not events(old, "execution", request_id=after_rid)
+        d.delete(f"/v1/sessions/{sid}")
+        assert events(read_lines(log), "session.deleted", session=sid)
+    finally:
+        stop(d)

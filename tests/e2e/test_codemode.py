@@ -599,3 +599,31 @@ print(echo(text="the parent goes on"))
     assert first.startswith("RuntimeError:") and "subprocess" in first, first
     assert second == "the parent goes on"
     assert res["usage"]["tool_calls"] == 1
+
+
+def test_calls_and_refusals_are_in_the_audit_log(daemon, sessions):
+    """docs/AUDIT.md: a Code Mode call from a cell writes tool.call with via "code", and a
+    tool outside the session's code_tools writes policy.refusal; both carry the cell's
+    session and request id."""
+    log = daemon.state_dir / "audit.log"
+    start_at = log.stat().st_size
+    sid = sessions(code_tools=["echo", "fail"])
+    r = daemon.post(f"/v1/sessions/{sid}/execute", json={"code": REPORT + (
+        "report(lambda: t.echo(text='x'))\n"
+        "report(lambda: t.fail(message='no'))\n"
+        "report(lambda: t.call('add', a=1, b=2))\n")})
+    assert r.status_code == 200 and r.json()["status"] == "ok", daemon.why(r)
+    rid = r.headers["X-Request-Id"]
+    with open(log, "rb") as f:
+        f.seek(start_at)
+        lines = [json.loads(ln) for ln in f.read().decode().splitlines()]
+    calls = [e for e in lines if e["event"] == "tool.call" and e["session"] == sid]
+    assert [(e["tool"], e["server"], e["outcome"], e["via"], e["request_id"]) for e in calls] == [
+        ("echo", "fx", "ok", "code", rid), ("fail", "fx", "tool_error", "code", rid)], calls
+    assert all(isinstance(e["ms"], (int, float)) and e["ms"] >= 0 for e in calls), calls
+    refusals = [e for e in lines if e["event"] == "policy.refusal" and e["session"] == sid]
+    assert len(refusals) == 1, refusals
+    ref = refusals[0]
+    assert (ref["policy"], ref["tool"], ref["request_id"]) == ("code_tools", "add", rid), ref
+    assert ref["server"] == "fx" and "code_tools" in ref["reason"], ref
+    assert ref["tenant"] == "default", ref

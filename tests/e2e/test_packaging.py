@@ -307,6 +307,12 @@ def test_man_page_renders_and_names_every_command_and_flag():
             missing.append(cmd)
         missing += [f"{cmd} {f}" for f in sorted(help_flags(cmd) - {"--help"})
                     if not re.search(re.escape(f) + r"(?![a-z-])", text)]
+    # The subcommands each command's usage lines name (`airlock sessions new ...`).
+    for cmd in commands():
+        usage = run([AIRLOCK, cmd, "--help"]).stdout.split("\n\n", 1)[0]
+        for sub in sorted(set(re.findall(rf"airlock {cmd} \[?([a-z]+)", usage))):
+            if not re.search(rf"(?<![a-z-]){sub}(?![a-z-])", text):
+                missing.append(f"{cmd} {sub}")
     assert not missing, f"docs/airlock.1.md does not mention: {missing}"
 
 
@@ -346,6 +352,15 @@ def complete(*words, env=None):
     (["exec", "-l", ""], ["bash", "javascript", "python"]),
     (["run", "--isolation", "n"], ["namespaces", "none"]),
     (["cp", "--rec"], ["--recursive"]),
+    (["tenants", ""], ["add", "list", "revoke", "rotate", "set", "show"]),
+    (["tenants", "--max-c"], ["--max-cpu"]),
+    (["serve", "--metrics-l"], ["--metrics-listen"]),
+    (["serve", "--audit-k"], ["--audit-keep"]),
+    (["serve", "--audit-fail", ""], ["continue", "refuse"]),
+    (["serve", "--audit-code", ""], ["off", "on"]),
+    (["serve", "--audit-syslog", "auth"], ["auth", "authpriv"]),
+    # An option's value is not taken for the subcommand.
+    (["sessions", "--url", "http://127.0.0.1:9", ""], ["fork", "list", "new", "resume", "rm", "stop"]),
 ])
 def test_bash_completion(words, expected):
     assert sorted(complete(*words)) == expected
@@ -354,6 +369,18 @@ def test_bash_completion(words, expected):
 def test_bash_completion_registers_for_airlock():
     p = run(["bash", "--norc", "-c", f"source {COMPLETION}; complete -p airlock"])
     assert p.stdout.strip() == "complete -F _airlock airlock", p.stdout + p.stderr
+
+
+def test_bash_completion_offers_the_tenants_names(tmp):
+    for name in ("team-a", "team-b"):
+        p = run([AIRLOCK, "tenants", "add", name, "--state-dir", str(tmp)])
+        assert p.returncode == 0, p.stderr
+    sd = ["--state-dir", str(tmp)]
+    assert sorted(complete("tenants", "rotate", *sd, "")) == ["team-a", "team-b"]
+    assert complete("tenants", *sd, "show", "team-b") == ["team-b"]
+    # One name per subcommand: nothing after it, and nothing for add's new name.
+    assert complete("tenants", *sd, "show", "team-a", "") == []
+    assert complete("tenants", *sd, "add", "") == []
 
 
 @needs_root

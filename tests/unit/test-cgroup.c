@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 static char tmp[128];
@@ -280,6 +281,142 @@ Test(probe, v2_parent_override)
         r = cgroup_probe(at("proc"), "tests/../../escape", &root, &err);
         cr_assert_eq(r, -EINVAL);
         cr_assert(strstr(err.msg, "..") != NULL, "error: %s", err.msg);
+}
+
+/* A fake of what systemd leaves for a Delegate=yes service on cgroup v2: the service's cgroup,
+ * its controllers handed down by the parent, the daemon's pid in cgroup.procs, nothing enabled
+ * for children yet. The leaf's cgroup.procs is pre-made (the kernel makes it on mkdir). */
+static void fake_delegated(const char *dir, const char *controllers, const char *procs)
+{
+        put(at("%s/cgroup.controllers", dir), controllers);
+        put(at("%s/cgroup.subtree_control", dir), "");
+        put(at("%s/cgroup.procs", dir), procs);
+        put(at("%s/daemon/cgroup.procs", dir), "");
+}
+
+/* Marks tmp/<dir> delegated as systemd does, or skips the test naming why it cannot. */
+static void mark_delegated(const char *dir)
+{
+        if (setxattr(at("%s", dir), "trusted.delegate", "1", 1, 0) == 0 ||
+            setxattr(at("%s", dir), "user.delegate", "1", 1, 0) == 0)
+                return;
+        cr_skip_test("cannot set the trusted.delegate or user.delegate xattr on '%s': %s",
+                     at("%s", dir), strerror(errno));
+}
+
+TestSuite(delegate, .init = tmp_setup, .fini = tmp_teardown);
+
+Test(delegate, moves_the_processes_into_the_leaf_and_enables_controllers)
+{
+        struct airlock_error err = { "" };
+        int r;
+
+        fake_delegated("svc", "cpuset cpu io memory pids\n", "4242\n");
+        r = cgroup_v2_delegate(at("svc"), CGROUP_V2_DAEMON_LEAF, &err);
+        cr_assert_eq(r, 0, "delegate: %d %s", r, err.msg);
+        cr_assert_str_eq(get(at("svc/daemon/cgroup.procs")), "4242");
+        cr_assert_str_eq(get(at("svc/cgroup.subtree_control")), "+memory +pids +cpu");
+}
+
+Test(delegate, without_cpu_offered_enables_memory_and_pids)
+{
+        struct airlock_error err = { "" };
+
+        fake_delegated("svc", "memory pids\n", "17\n");
+        cr_assert_eq(cgroup_v2_delegate(at("svc"), "daemon", &err), 0, "%s", err.msg);
+        cr_assert_str_eq(get(at("svc/cgroup.subtree_control")), "+memory +pids");
+}
+
+Test(delegate, refuses_without_memory_or_pids_and_touches_nothing)
+{
+        struct airlock_error err = { "" };
+        int r;
+
+        fake_delegated("svc", "cpu io pids\n", "4242\n");
+        r = cgroup_v2_delegate(at("svc"), "daemon", &err);
+        cr_assert_eq(r, -EOPNOTSUPP);
+        cr_assert(strstr(err.msg, "lacks memory or pids") != NULL, "error: %s", err.msg);
+        cr_assert_str_eq(get(at("svc/daemon/cgroup.procs")), "");
+        cr_assert_str_eq(get(at("svc/cgroup.subtree_control")), "");
+}
+
+Test(delegate, a_process_that_cannot_move_is_an_error_before_any_controller)
+{
+        struct airlock_error err = { "" };
+        int r;
+
+        fake_delegated("svc", "memory pids\n", "4242\n");
+        cr_assert_eq(remove(at("svc/daemon/cgroup.procs")), 0);
+        r = cgroup_v2_delegate(at("svc"), "daemon", &err);
+        cr_assert_eq(r, -ENOENT);
+        cr_assert(strstr(err.msg, "cannot move process 4242") != NULL, "error: %s", err.msg);
+        /* Enabling controllers while the process still lives in svc would fail (EBUSY). */
+        cr_assert_str_eq(get(at("svc/cgroup.subtree_control")), "");
+}
+
+Test(delegate, refuses_a_leaf_that_is_not_one_component)
+{
+        struct airlock_error err = { "" };
+
+        fake_delegated("svc", "memory pids\n", "4242\n");
+        cr_assert_eq(cgroup_v2_delegate(at("svc"), "../escape", &err), -EINVAL);
+        cr_assert_not(exists(at("escape")));
+}
+
+Test(delegate, only_the_value_1_marks_a_cgroup_delegated)
+{
+        mkdir_p(at("svc"));
+        cr_assert_not(cgroup_v2_is_delegated(at("svc")));
+        if (setxattr(at("svc"), "user.delegate", "0", 1, 0) < 0)
+                cr_skip_test("cannot set user.delegate on '%s': %s", at("svc"), strerror(errno));
+        cr_assert_not(cgroup_v2_is_delegated(at("svc")));
+        cr_assert_eq(setxattr(at("svc"), "user.delegate", "1", 1, 0), 0);
+        cr_assert(cgroup_v2_is_delegated(at("svc")));
+}
+
+Test(probe, v2_takes_over_a_cgroup_systemd_delegated)
+{
+        _cleanup_free_ char *mi = v2_mountinfo("cg2");
+        struct cgroup_root root = { 0 };
+        struct airlock_error err = { "" };
+        int r;
+
+        fake_proc(mi, "0::/system.slice/airlock.service\n");
+        put(at("cg2/cgroup.controllers"), "cpu memory pids\n");
+        put(at("cg2/cgroup.subtree_control"), "cpu memory pids\n");
+        fake_delegated("cg2/system.slice/airlock.service", "cpu memory pids\n", "4242\n");
+        mark_delegated("cg2/system.slice/airlock.service");
+
+        r = cgroup_probe(at("proc"), NULL, &root, &err);
+        cr_assert_eq(r, 0, "probe: %d %s", r, err.msg);
+        cr_assert_eq(root.version, CGROUP_V2);
+        cr_assert_str_eq(root.v2_parent, at("cg2/system.slice/airlock.service"));
+        cr_assert_not(exists(at("cg2/airlock")), "fell back although the cgroup is delegated");
+        cr_assert_str_eq(get(at("cg2/system.slice/airlock.service/daemon/cgroup.procs")), "4242");
+        cr_assert_str_eq(get(at("cg2/system.slice/airlock.service/cgroup.subtree_control")),
+                         "+memory +pids +cpu");
+        cgroup_root_done(&root);
+}
+
+Test(probe, v2_falls_back_when_the_delegated_cgroup_lacks_controllers)
+{
+        _cleanup_free_ char *mi = v2_mountinfo("cg2");
+        struct cgroup_root root = { 0 };
+        struct airlock_error err = { "" };
+        int r;
+
+        fake_proc(mi, "0::/system.slice/airlock.service\n");
+        put(at("cg2/cgroup.controllers"), "cpu memory pids\n");
+        put(at("cg2/cgroup.subtree_control"), "cpu memory pids\n");
+        put(at("cg2/airlock/cgroup.subtree_control"), "");
+        fake_delegated("cg2/system.slice/airlock.service", "cpu\n", "4242\n");
+        mark_delegated("cg2/system.slice/airlock.service");
+
+        r = cgroup_probe(at("proc"), NULL, &root, &err);
+        cr_assert_eq(r, 0, "probe: %d %s", r, err.msg);
+        cr_assert_str_eq(root.v2_parent, at("cg2/airlock"));
+        cr_assert_str_eq(get(at("cg2/system.slice/airlock.service/daemon/cgroup.procs")), "");
+        cgroup_root_done(&root);
 }
 
 Test(probe, hybrid_v1_like_ci_host)
