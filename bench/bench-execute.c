@@ -1,7 +1,9 @@
 /* bench-execute: the hot execute round trip of a trivial cell over HTTP.
  *
- *   bench-execute [AIRLOCK_BINARY] [ITERATIONS]      (default 2000; also $AIRLOCK_BIN)
+ *   bench-execute [AIRLOCK_BINARY] [ITERATIONS [SERVE_FLAG...]]   (default 2000; also $AIRLOCK_BIN)
  *
+ * SERVE_FLAGs go to `airlock serve` after the bench's own, e.g. `--audit-log off` to compare the
+ * hot path with and without the audit log in one run (issue 11: within 5%).
  * Starts its own `airlock serve` on a free loopback port, creates one session (profile
  * default), warms it up, then times POST /v1/sessions/{id}/execute {"code":"1"} on one
  * keep-alive connection with a minimal HTTP/1.1 client: request written, headers and
@@ -16,7 +18,7 @@
 
 int main(int argc, char **argv)
 {
-        const char *extra[] = { "--pool-size", "2", NULL };
+        const char *extra[48] = { "--pool-size", "2", NULL };
         struct bench_daemon d;
         struct bench_conn c;
         char id[64], path[128];
@@ -29,6 +31,9 @@ int main(int argc, char **argv)
         bin = bench_airlock_bin(argc, argv, &next);
         if (argc > next)
                 n = (size_t) strtoul(argv[next], NULL, 10);
+        for (int i = next + 1, k = 2; i < argc && k < (int) (sizeof(extra) / sizeof(extra[0])) - 1;
+             i++)
+                extra[k++] = argv[i];
         if (n < 10)
                 n = 10;
         ns = calloc(n, sizeof(*ns));
