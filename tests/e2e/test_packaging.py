@@ -113,7 +113,15 @@ def emulation_script(keys, state_dir, extra=""):
     rw = [state_dir]
     lines = ["set -eu", f"mkdir -p '{state_dir}'", f"exec 3<'{state_dir}'"]
     if keys.get("PrivateTmp") == ["yes"]:
+        # A checkout (and its build) under /tmp, as CI's fresh clone is, stays visible: bound
+        # back over the private /tmp, as an installed binary in /usr would be.
+        keep_dirs = sorted({str(d) for d in (ROOT, BUILD, pathlib.Path(AIRLOCK).resolve().parent)
+                            if str(d).startswith(("/tmp/", "/var/tmp/"))})
+        lines += [f"exec {4 + i}<'{d}'" for i, d in enumerate(keep_dirs)]
         lines += ["mount -t tmpfs -o mode=1777 tmpfs /tmp", "mount -t tmpfs -o mode=1777 tmpfs /var/tmp"]
+        for i, d in enumerate(keep_dirs):
+            lines += [f"mkdir -p '{d}'", f"mount --no-canonicalize --bind /proc/self/fd/{4 + i} '{d}'",
+                      f"exec {4 + i}<&-"]
     # StateDirectory= and ReadWritePaths=: a writable bind of the state directory.
     lines += [f"mkdir -p '{state_dir}'", f"mount --no-canonicalize --bind /proc/self/fd/3 '{state_dir}'", "exec 3<&-"]
     if keys.get("ProtectHome") == ["yes"]:
