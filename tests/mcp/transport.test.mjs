@@ -135,12 +135,16 @@ describe('GET /v1/tools', () => {
       headers: { Authorization: `Bearer ${env.token}` },
     });
 
-  test('the same six tools in MCP, OpenAI and Anthropic shapes', async () => {
+  test('the same seven tools in MCP, OpenAI and Anthropic shapes', async () => {
     requireEnv('url', 'token');
     const mcp = (await (await get('')).json()).tools;
     const openai = (await (await get('?format=openai')).json()).tools;
     const anthropic = (await (await get('?format=anthropic')).json()).tools;
-    assert.equal(mcp.length, 6);
+    // The default profile allows javascript, so run_javascript is among them.
+    assert.deepEqual(mcp.map((t) => t.name).sort(), [
+      'list_files', 'read_file', 'reset_session', 'run_javascript', 'run_python', 'run_shell',
+      'write_file',
+    ]);
     assert.deepEqual(
       openai.map((t) => t.function.name),
       mcp.map((t) => t.name),
