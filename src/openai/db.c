@@ -5,6 +5,7 @@
 #include "openai-internal.h"
 
 #include "base/log.h"
+#include "tenant/tenant.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -40,28 +41,6 @@ static const char schema[] = "PRAGMA journal_mode=WAL;"
                              "  UNIQUE (session_id, path)"
                              ");";
 
-static int count_row(void *userdata, int n, char **values, char **names)
-{
-        (void) n, (void) values, (void) names;
-        (*(int *) userdata)++;
-        return 0;
-}
-
-/* A files table made before tenants has no owner: its files were the one tenant's, "default"
- * (docs/TENANTS.md), which is what the column's default gives every existing row. */
-static int add_owner_column(sqlite3 *db, char **ret_msg)
-{
-        int n = 0, rc;
-
-        rc = sqlite3_exec(db, "SELECT 1 FROM pragma_table_info('files') WHERE name = 'owner'",
-                          count_row, &n, ret_msg);
-        if (rc != SQLITE_OK || n > 0)
-                return rc;
-        return sqlite3_exec(db,
-                            "ALTER TABLE files ADD COLUMN owner TEXT NOT NULL DEFAULT 'default'",
-                            NULL, NULL, ret_msg);
-}
-
 int db_open(struct openai *oa, struct airlock_error *err)
 {
         char path[4096];
@@ -78,7 +57,7 @@ int db_open(struct openai *oa, struct airlock_error *err)
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(oa->db, schema, NULL, NULL, &msg);
         if (rc == SQLITE_OK)
-                rc = add_owner_column(oa->db, &msg);
+                rc = tenant_owner_column_add(oa->db, "files", &msg);
         if (rc != SQLITE_OK) {
                 int r = airlock_error_set(err, -EIO, "cannot open '%s': %s", path,
                                           msg ? msg : sqlite3_errmsg(oa->db));

@@ -40,29 +40,6 @@ static const char schema[] = "PRAGMA journal_mode=WAL;"
                              "CREATE INDEX IF NOT EXISTS responses_created ON "
                              "responses(created_at);";
 
-static int count_row(void *userdata, int n, char **values, char **names)
-{
-        (void) n, (void) values, (void) names;
-        (*(int *) userdata)++;
-        return 0;
-}
-
-/* A store made before tenants has no owner column: its responses were the one tenant's,
- * "default", which the column's default gives every existing row. */
-static int add_owner_column(sqlite3 *db, char **ret_msg)
-{
-        int n = 0, rc;
-
-        rc = sqlite3_exec(db, "SELECT 1 FROM pragma_table_info('responses') WHERE name = 'owner'",
-                          count_row, &n, ret_msg);
-        if (rc != SQLITE_OK || n > 0)
-                return rc;
-        return sqlite3_exec(db,
-                            "ALTER TABLE responses ADD COLUMN owner TEXT NOT NULL DEFAULT "
-                            "'default'",
-                            NULL, NULL, ret_msg);
-}
-
 static long long keep_since(void)
 {
         return (long long) time(NULL) - (long long) RESPONSES_KEEP_DAYS * 24 * 3600;
@@ -105,7 +82,7 @@ int responses_store_open(const char *state_dir, struct responses_store **ret_sto
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(st->db, schema, NULL, NULL, &msg);
         if (rc == SQLITE_OK)
-                rc = add_owner_column(st->db, &msg);
+                rc = tenant_owner_column_add(st->db, "responses", &msg);
         if (rc != SQLITE_OK) {
                 int r = airlock_error_set(err, -EIO, "cannot open the responses store '%s': %s",
                                           path, msg ? msg : sqlite3_errmsg(st->db));

@@ -804,3 +804,29 @@ int tenant_profile_check(const struct tenant *t, const char *profile, struct air
                                  "profiles are: %s",
                                  t->name, profile, o ? allowed : "(none)");
 }
+
+static int count_row(void *userdata, int n, char **values, char **names)
+{
+        (void) n, (void) values, (void) names;
+        (*(int *) userdata)++;
+        return 0;
+}
+
+int tenant_owner_column_add(sqlite3 *db, const char *table, char **ret_msg)
+{
+        char *probe = sqlite3_mprintf("SELECT 1 FROM pragma_table_info('%q') WHERE name = 'owner'",
+                                      table);
+        char *alter =
+                sqlite3_mprintf("ALTER TABLE \"%w\" ADD COLUMN owner TEXT NOT NULL DEFAULT '%q'",
+                                table, TENANT_DEFAULT);
+        int n = 0, rc = SQLITE_NOMEM;
+
+        if (probe && alter) {
+                rc = sqlite3_exec(db, probe, count_row, &n, ret_msg);
+                if (rc == SQLITE_OK && n == 0)
+                        rc = sqlite3_exec(db, alter, NULL, NULL, ret_msg);
+        }
+        sqlite3_free(probe);
+        sqlite3_free(alter);
+        return rc;
+}

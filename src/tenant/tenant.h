@@ -142,6 +142,11 @@ const char *tenant_scope_owner(void);
 /* The owner lookups on the calling thread are limited to: its tenant's name, or NULL without
  * a scope (internal work that sees everything). Borrowed. */
 const char *tenant_scope_filter(void);
+/* Gives table an owner column if it has none (a database made before tenants): its rows were
+ * the one tenant's, "default", which the column's default gives each of them. An SQLite
+ * result code; *ret_msg as sqlite3_exec() sets it. */
+struct sqlite3;
+int tenant_owner_column_add(struct sqlite3 *db, const char *table, char **ret_msg);
 /* Whether the calling thread may see a session owned by owner (NULL or "" = "default"). */
 bool tenant_scope_sees(const char *owner);
 /* The last quota refusal on this thread since tenant_scope_set(), or NULL. */

@@ -5,6 +5,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,4 +176,35 @@ Test(tenant, store_and_registry_follow_add_revoke_rotate)
         db = tenant_db_close(db);
         reg = tenant_registry_free(reg);
         rmtree(dir);
+}
+
+static int first_text(void *userdata, int n, char **values, char **names)
+{
+        (void) n, (void) names;
+        snprintf(userdata, 64, "%s", values[0] ? values[0] : "(null)");
+        return 0;
+}
+
+Test(tenant, owner_column_is_added_once_with_default_rows)
+{
+        sqlite3 *db = NULL;
+        char *msg = NULL, owner[64] = "";
+
+        cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+        cr_assert_eq(sqlite3_exec(db,
+                                  "CREATE TABLE \"old files\" (id TEXT);"
+                                  "INSERT INTO \"old files\" VALUES ('a');",
+                                  NULL, NULL, &msg),
+                     SQLITE_OK, "%s", msg);
+        /* A table made before tenants gains the column; its rows are "default"'s. */
+        cr_assert_eq(tenant_owner_column_add(db, "old files", &msg), SQLITE_OK, "%s", msg);
+        cr_assert_eq(sqlite3_exec(db, "SELECT owner FROM \"old files\"", first_text, owner, &msg),
+                     SQLITE_OK, "%s", msg);
+        cr_assert_str_eq(owner, "default");
+        /* Once there, it is left alone (a second ALTER would fail: duplicate column). */
+        cr_assert_eq(tenant_owner_column_add(db, "old files", &msg), SQLITE_OK, "%s", msg);
+        /* An unknown table is an error, not a silent success. */
+        cr_assert_neq(tenant_owner_column_add(db, "missing", &msg), SQLITE_OK);
+        sqlite3_free(msg);
+        sqlite3_close(db);
 }
