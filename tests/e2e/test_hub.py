@@ -512,7 +512,10 @@ def test_cli_tools_survives_a_server_that_exits_after_initialize(tmp_path):
     assert p.returncode == 1, f"status {p.returncode}: {p.stderr}"
     assert _table_row(p.stdout, "echo")[1:] == ["one", "ready"]
     assert _table_row(p.stdout, "bye")[2].startswith("unavailable"), p.stdout
-    assert "notifications/initialized failed" in p.stdout, "the reason is given"
+    # The reason is given: the failed write, or the exit, whichever the hub noticed first
+    # (the server exits right after its answer, so on a busy machine either can come first).
+    assert ("notifications/initialized failed" in p.stdout
+            or "the server exited with status 0" in p.stdout), p.stdout
 
 
 # ---- security -------------------------------------------------------------------------------
