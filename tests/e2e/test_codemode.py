@@ -358,13 +358,15 @@ def test_an_interrupt_ends_a_slow_tool_call_at_once(daemon, sessions):
     import threading
     sid = sessions(code_tools=["slow"])
     run(daemon, sid, "kept = 'still here'")
+    # Earlier tests called slow too: wait for this cell's call, not for theirs.
+    before = fx_calls().count("tools/call slow")
     out = {}
     t = threading.Thread(target=lambda: out.update(res=daemon.execute(
         sid, "import airlock_tools as t\nt.slow(seconds=60)", timeout_s=100)))
     t0 = time.monotonic()
     t.start()
     deadline = time.monotonic() + 20
-    while "tools/call slow" not in fx_calls():
+    while fx_calls().count("tools/call slow") == before:
         assert time.monotonic() < deadline, "the call never reached the server"
         time.sleep(0.05)
     r = daemon.post(f"/v1/sessions/{sid}/interrupt")
