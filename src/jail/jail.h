@@ -76,7 +76,18 @@ struct jail_config {
          * sandbox: a bind of the host file would show its host path in /proc/self/mountinfo
          * (the mount's root is the file's path within its filesystem). */
         bool runner_is_private;
+        /* Egress (src/egress/egress.h), namespaces mode: lines appended to the sandbox's
+         * /etc/hosts (the forwarded names), and the TCP ports its code may connect(2) to
+         * (Landlock; none when n_connect_ports is 0). A zygote passes both to its sessions. */
+        const char *hosts_extra;
+        const uint16_t *connect_ports;
+        size_t n_connect_ports;
+        /* A profile layer (docs/PROFILES.md): a host directory bound read-only at
+         * JAIL_LAYER_PATH, whose site-packages is on the sandbox's sys.path; NULL = none. */
+        const char *layer_dir;
 };
+
+#define JAIL_LAYER_PATH "/opt/airlock/layer"
 
 #define JAIL_ZYGOTE_SLOTS_MAX 4096u
 /* Inside a zygote, session k runs as ids JAIL_ZYGOTE_NS_BASE + 2k (its setup root) and

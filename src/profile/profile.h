@@ -12,7 +12,13 @@
  *        "memory": "1GiB", "cpus": 1.0, "pids": 256, "timeout": "30s", "output": "1MiB",
  *        "workspace": "256MiB", "tmp": "64MiB", "files": 1024
  *     },
- *     "network": "none",                                  (only "none" is supported for now)
+ *     "network": "none" | {"mode": "allow", "allow": ["pypi.internal:443", ...], ...},
+ *                                                         (egress through the daemon's proxy;
+ *                                                          src/egress/policy.h, docs/NETWORK.md)
+ *     "packages": {"index_url": "https://pypi.internal/simple",  (pip's index inside sessions
+ *                  "trusted_host": ["pypi.internal"],              and for `airlock profile
+ *                  "install": ["rdkit==2024.3", ...],               build`; docs/PROFILES.md)
+ *                  "wheels": "/srv/wheels"},
  *     "rootfs": "/",                                      (directory bound read-only as the
  *                                                          sandbox's /usr, /etc source; "/" = host)
  *     "env": { "NAME": "value" },                         (extra environment for user code)
@@ -31,6 +37,7 @@
 #pragma once
 
 #include "base/error.h"
+#include "egress/policy.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,6 +65,15 @@ struct profile_limits {
         uint32_t tool_calls;      /* Code Mode requests per cell; default 1000; 1 .. 100000 */
 };
 
+/* "packages": where pip finds packages, and what `airlock profile build` puts in the
+ * profile's layer. Every member may be NULL (absent). */
+struct profile_packages {
+        char *index_url;      /* pip's index (PIP_INDEX_URL in sessions, --index-url at build) */
+        char **trusted_hosts; /* NULL-terminated; pip's --trusted-host */
+        char **install;       /* NULL-terminated requirement specifiers for the layer */
+        char *wheels_dir;     /* a host directory of wheels for the layer (--find-links) */
+};
+
 struct profile {
         char *name;
         char *description;
@@ -75,6 +91,9 @@ struct profile {
          * /v1/tools names them, a server name and "/" then "*" (all its tools), or "*";
          * NULL-terminated, never NULL (empty: none). */
         char **code_tools;
+        /* Egress (src/egress/policy.h); never NULL after profile_parse(): "none" when absent. */
+        struct egress_policy *network;
+        struct profile_packages packages;
 };
 
 /* Fills *ret_limits with the defaults documented above. */
