@@ -101,8 +101,10 @@ bool egress_policy_allows_addr(const struct egress_policy *p, const struct socka
 /* Addresses no session may reach whatever its policy says (the daemon fills it at start). */
 struct egress_denylist {
         /* The daemon's own listening sockets (API, metrics, gateway), as getsockname() gave
-         * them: a wildcard address (0.0.0.0, ::) forbids its port on every address of the
-         * host; 127.0.0.1:8080 forbids 8080 on every loopback address. */
+         * them: a wildcard address (0.0.0.0, ::) forbids its port on every address (the
+         * proxy cannot tell cheaply which addresses are the host's: deny); a loopback one
+         * (127.0.0.1:8080) forbids 8080 on every loopback address (127.0.0.0/8, ::1); any
+         * other forbids exactly that address and port. */
         struct sockaddr_storage *listen;
         size_t n_listen;
 };
