@@ -21,3 +21,15 @@ const char *json_type_name(const json_t *v)
         }
         return "a value";
 }
+
+json_t *json_strv(char *const *v)
+{
+        json_t *arr = json_array();
+
+        for (; arr && v && *v; v++)
+                if (json_array_append_new(arr, json_string(*v)) < 0) {
+                        json_decref(arr);
+                        return NULL;
+                }
+        return arr;
+}

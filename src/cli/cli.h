@@ -23,6 +23,7 @@ int cmd_mcp(int argc, char **argv);
 int cmd_tools(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_tenants(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 /* Internal tools (src/cli/tools.c). Starts a hub on the mcpServers file path (NULL: the
  * AIRLOCK_MCP_CONFIG environment variable; neither: *ret_hub = NULL, no internal tools).

@@ -26,6 +26,8 @@ static const struct cli_command commands[] = {
         { "tools", "list the tools a model gets, internal MCP servers' included (docs/TOOLS.md)",
           cmd_tools },
         { "tenants", "add, list, change, revoke and rotate tenants' keys and quotas", cmd_tenants },
+        { "profile", "list and show profiles; build and remove their layers of packages",
+          cmd_profile },
 };
 
 static void usage(FILE *f)

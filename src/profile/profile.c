@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/util.h"
 
 #include <assert.h>
@@ -37,12 +38,12 @@
 
 static const char *const top_level_keys[] = {
         "description", "languages", "preload", "imports", "policy",     "limits",
-        "network",     "rootfs",    "env",     "start",   "code_tools",
+        "network",     "rootfs",    "env",     "start",   "code_tools", "packages",
 };
 
 #define TOP_LEVEL_KEYS_TEXT                                                                        \
         "description, languages, preload, imports, policy, limits, network, rootfs, env, start, "  \
-        "code_tools"
+        "code_tools, packages"
 
 /* The loader and the interpreter read these before the runner installs the profile's import
  * policy, so a profile that sets them could load code the policy never sees. Every LD_ variable
@@ -391,6 +392,90 @@ static int parse_modules(const struct parse_ctx *ctx, const char *name, const js
         return parse_names(ctx, name, v, &module_names, ret);
 }
 
+/* A pip requirement of "packages.install": printable ASCII, not an option. */
+static bool requirement_is_valid(const char *s)
+{
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 256 || s[0] == '-' || s[0] == ' ')
+                return false;
+        for (; *s; s++)
+                if (*s < 0x20 || *s > 0x7e)
+                        return false;
+        return true;
+}
+
+/* A host of "packages.trusted_host": a name or an address, with an optional port. */
+static bool host_is_valid(const char *s)
+{
+        size_t n = strlen(s);
+
+        return n > 0 && n <= 255 && s[0] != '-' &&
+               strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") ==
+                       n;
+}
+
+static const struct name_kind requirement_names = {
+        .plural = "requirements",
+        .singular = "a requirement",
+        .valid = requirement_is_valid,
+        .expected = "a requirement such as \"rdkit==2024.3\" (not an option)",
+};
+
+static const struct name_kind host_names = {
+        .plural = "host names",
+        .singular = "a host name",
+        .valid = host_is_valid,
+        .expected = "a host name such as \"pypi.internal\"",
+};
+
+static int parse_packages(const struct parse_ctx *ctx, const json_t *v,
+                          struct profile_packages *ret)
+{
+        const char *key;
+        const json_t *item;
+        struct quoted q;
+        int r;
+
+        if (!json_is_object(v))
+                return fail_type(ctx, "packages", "an object", v);
+        json_object_foreach ((json_t *) v, key, item) {
+                if (strcmp(key, "index_url") == 0) {
+                        const char *s = json_string_value(item);
+                        if (!s || (strncmp(s, "https://", 8) != 0 && strncmp(s, "http://", 7) != 0))
+                                return fail(ctx, "packages.index_url",
+                                            "expected an http:// or https:// URL");
+                        ret->index_url = strdup(s);
+                        if (!ret->index_url)
+                                return -ENOMEM;
+                } else if (strcmp(key, "trusted_host") == 0) {
+                        r = parse_names(ctx, "packages.trusted_host", item, &host_names,
+                                        &ret->trusted_hosts);
+                        if (r < 0)
+                                return r;
+                } else if (strcmp(key, "install") == 0) {
+                        r = parse_names(ctx, "packages.install", item, &requirement_names,
+                                        &ret->install);
+                        if (r < 0)
+                                return r;
+                } else if (strcmp(key, "wheels") == 0) {
+                        const char *s = json_string_value(item);
+                        if (!s || s[0] != '/')
+                                return fail(ctx, "packages.wheels",
+                                            "expected an absolute directory path");
+                        ret->wheels_dir = strdup(s);
+                        if (!ret->wheels_dir)
+                                return -ENOMEM;
+                } else {
+                        return fail(ctx, "packages",
+                                    "unknown key %s; expected index_url, trusted_host, install, "
+                                    "wheels",
+                                    quote(&q, key));
+                }
+        }
+        return 0;
+}
+
 bool profile_tool_pattern_is_valid(const char *s)
 {
         size_t n = strlen(s);
@@ -734,6 +819,10 @@ struct profile *profile_free(struct profile *p)
         strv_free(p->imports);
         free(p->rootfs);
         strv_free(p->env);
+        free(p->packages.index_url);
+        strv_free(p->packages.trusted_hosts);
+        strv_free(p->packages.install);
+        free(p->packages.wheels_dir);
         free(p);
         return NULL;
 }
@@ -882,6 +971,13 @@ int profile_parse(const char *name, const char *source, const char *text, size_t
                 p->env = calloc(1, sizeof(char *));
                 if (!p->env)
                         return -ENOMEM;
+        }
+
+        v = json_object_get(root, "packages");
+        if (v) {
+                r = parse_packages(&ctx, v, &p->packages);
+                if (r < 0)
+                        return r;
         }
 
         v = json_object_get(root, "code_tools");
@@ -1132,4 +1228,30 @@ int profile_list(char ***ret_names)
 
         *ret_names = TAKE_PTR(names);
         return 0;
+}
+
+json_t *profile_to_json(const struct profile *p)
+{
+        json_t *langs = json_array();
+
+        if (!langs)
+                return NULL;
+        if (p->lang_python)
+                json_array_append_new(langs, json_string("python"));
+        if (p->lang_bash)
+                json_array_append_new(langs, json_string("bash"));
+        if (p->lang_javascript)
+                json_array_append_new(langs, json_string("javascript"));
+        return json_pack(
+                "{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:{s:I, s:f, s:i, s:f, s:I, "
+                "s:I, s:I}}",
+                "name", p->name, "description", p->description, "languages", langs, "preload",
+                json_strv(p->preload), "imports", p->imports ? json_strv(p->imports) : json_null(),
+                "policy", p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "network",
+                "none", "start", p->start == PROFILE_START_COLD ? "cold" : "zygote", "limits",
+                "memory_bytes", (json_int_t) p->limits.memory_bytes, "cpus",
+                p->limits.cpu_millicpus / 1000.0, "pids", (int) p->limits.pids, "timeout_s",
+                p->limits.timeout_ms / 1000.0, "output_bytes", (json_int_t) p->limits.output_bytes,
+                "workspace_bytes", (json_int_t) p->limits.workspace_bytes, "tmp_bytes",
+                (json_int_t) p->limits.tmp_bytes);
 }

@@ -39,6 +39,7 @@
 #include "base/error.h"
 #include "egress/policy.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -125,6 +126,12 @@ int profile_list(char ***ret_names);
 
 /* Accepts NULL, returns NULL. */
 struct profile *profile_free(struct profile *p);
+
+/* The profile as GET /v1/profiles and `airlock profile show` give it: {name, description,
+ * languages, preload, imports, policy, network, start, limits: {memory_bytes, cpus, pids,
+ * timeout_s, output_bytes, workspace_bytes, tmp_bytes}}. Not "packages" or "env", which may
+ * hold credentials. A new object, or NULL when out of memory. */
+json_t *profile_to_json(const struct profile *p);
 
 /* Whether s can be an entry of code_tools: a tool name ([A-Za-z0-9_-]{1,64}), a server name
  * of the mcpServers file followed by "/" and "*" (all its tools), or "*". */

@@ -1773,39 +1773,6 @@ void session_quota_release_locked(struct session_manager *mgr, struct quota_hold
                 }
 }
 
-static json_t *profile_json(const struct profile *p)
-{
-        json_t *langs = json_array(), *preload = json_array(), *imports;
-
-        if (p->lang_python)
-                json_array_append_new(langs, json_string("python"));
-        if (p->lang_bash)
-                json_array_append_new(langs, json_string("bash"));
-        if (p->lang_javascript)
-                json_array_append_new(langs, json_string("javascript"));
-        for (char **m = p->preload; *m; m++)
-                json_array_append_new(preload, json_string(*m));
-        if (p->imports) {
-                imports = json_array();
-                for (char **m = p->imports; *m; m++)
-                        json_array_append_new(imports, json_string(*m));
-        } else {
-                imports = json_null();
-        }
-        return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:{s:I, s:f, s:i, s:f, s:I, "
-                         "s:I, s:I}}",
-                         "name", p->name, "description", p->description, "languages", langs,
-                         "preload", preload, "imports", imports, "policy",
-                         p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "network",
-                         "none", "start", p->start == PROFILE_START_COLD ? "cold" : "zygote",
-                         "limits", "memory_bytes", (json_int_t) p->limits.memory_bytes, "cpus",
-                         p->limits.cpu_millicpus / 1000.0, "pids", (int) p->limits.pids,
-                         "timeout_s", p->limits.timeout_ms / 1000.0, "output_bytes",
-                         (json_int_t) p->limits.output_bytes, "workspace_bytes",
-                         (json_int_t) p->limits.workspace_bytes, "tmp_bytes",
-                         (json_int_t) p->limits.tmp_bytes);
-}
-
 /* The state of a profile's warm pool and what creates got from it. Lock held. */
 static json_t *pool_json(const struct profile_slot *slot)
 {
@@ -1839,7 +1806,7 @@ json_t *session_manager_profiles(struct session_manager *mgr)
                         log_warn("profile=\"%s\" msg=\"%s\"", *n, err.msg);
                         continue;
                 }
-                json_t *o = profile_json(slot->profile);
+                json_t *o = profile_to_json(slot->profile);
                 if (o)
                         json_object_set_new(o, "pool", pool_json(slot));
                 json_array_append_new(arr, o);

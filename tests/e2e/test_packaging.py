@@ -362,6 +362,8 @@ def complete(*words, env=None):
     (["cp", "--rec"], ["--recursive"]),
     (["tenants", ""], ["add", "list", "revoke", "rotate", "set", "show"]),
     (["tenants", "--max-c"], ["--max-cpu"]),
+    (["profile", ""], ["build", "list", "rm", "show"]),
+    (["profile", "--state-d"], ["--state-dir"]),
     (["serve", "--metrics-l"], ["--metrics-listen"]),
     (["serve", "--audit-k"], ["--audit-keep"]),
     (["serve", "--audit-fail", ""], ["continue", "refuse"]),
@@ -389,6 +391,15 @@ def test_bash_completion_offers_the_tenants_names(tmp):
     # One name per subcommand: nothing after it, and nothing for add's new name.
     assert complete("tenants", *sd, "show", "team-a", "") == []
     assert complete("tenants", *sd, "add", "") == []
+
+
+def test_bash_completion_offers_profile_names(tmp):
+    (tmp / "zeta-one.json").write_text("{}")
+    (tmp / "zeta-two.json").write_text("{}")
+    env = {**ENV, "AIRLOCK_PROFILES_DIR": str(tmp)}
+    assert sorted(complete("profile", "build", "zeta-", env=env)) == ["zeta-one", "zeta-two"]
+    assert complete("profile", "--state-dir", str(tmp), "show", "zeta-t", env=env) == ["zeta-two"]
+    assert complete("profile", "rm", "zeta-one", "", env=env) == []
 
 
 @needs_root
