@@ -465,7 +465,7 @@ static int rule_make_text(struct egress_rule *r)
 static int parse_addr_rule(const struct ctx *ctx, const char *key, const char *rule, char *host,
                            int family, struct egress_rule *r)
 {
-        struct shown q;
+        struct shown q, q2;
         char *slash = strchr(host, '/');
         unsigned full = family == AF_INET ? 32 : 128;
         unsigned long prefix = full;
@@ -477,7 +477,7 @@ static int parse_addr_rule(const struct ctx *ctx, const char *key, const char *r
                 if (!parse_decimal(slash + 1, strlen(slash + 1), 3, &prefix) || prefix > full)
                         return fail(ctx, -EINVAL, key,
                                     "%s: expected a prefix length 0..%u after '/', got %s",
-                                    show(&q, rule), full, show(&q, slash + 1));
+                                    show(&q, rule), full, show(&q2, slash + 1));
         }
         if (family == AF_INET6 && strchr(host, '%'))
                 return fail(ctx, -EINVAL, key,
@@ -486,7 +486,7 @@ static int parse_addr_rule(const struct ctx *ctx, const char *key, const char *r
                             show(&q, rule));
         if (inet_pton(family, host, a) != 1)
                 return fail(ctx, -EINVAL, key, "%s: %s is not a valid %s address", show(&q, rule),
-                            show(&q, host), family == AF_INET ? "IPv4" : "IPv6");
+                            show(&q2, host), family == AF_INET ? "IPv4" : "IPv6");
         if (host_bits_set(a, ip_len(family), (unsigned) prefix)) {
                 char net[INET6_ADDRSTRLEN];
 
@@ -602,7 +602,7 @@ static int parse_rule(const struct ctx *ctx, const char *key, const char *rule,
         const char *port_text, *colon;
         size_t len = strlen(rule);
         unsigned long port;
-        struct shown q;
+        struct shown q, q2;
         int family = 0, ret;
 
         if (len == 0)
@@ -680,7 +680,7 @@ static int parse_rule(const struct ctx *ctx, const char *key, const char *rule,
                         return fail(ctx, -EINVAL, key, "%s: a rule is 'host:port', without a path",
                                     show(&q, rule));
                 return fail(ctx, -EINVAL, key, "%s: expected a port 1..65535 after ':', got %s",
-                            show(&q, rule), show(&q, port_text));
+                            show(&q, rule), show(&q2, port_text));
         }
         r->port = (uint16_t) port;
         if (host[0] == '\0')
