@@ -460,20 +460,6 @@ static int parse_start(const struct parse_ctx *ctx, const json_t *v, enum profil
         return r;
 }
 
-static int parse_network(const struct parse_ctx *ctx, const json_t *v)
-{
-        struct quoted q;
-
-        if (!json_is_string(v))
-                return fail_type(ctx, "network", "\"none\"", v);
-        if (strcmp(json_string_value(v), "none") != 0)
-                return fail(ctx, "network",
-                            "expected \"none\" (the only network policy supported so far), "
-                            "got %s",
-                            quote(&q, json_string_value(v)));
-        return 0;
-}
-
 static int parse_rootfs(const struct parse_ctx *ctx, const json_t *v, char **ret)
 {
         const char *s, *c;
@@ -734,6 +720,7 @@ struct profile *profile_free(struct profile *p)
         strv_free(p->imports);
         free(p->rootfs);
         strv_free(p->env);
+        (void) egress_policy_free(p->network);
         free(p);
         return NULL;
 }
@@ -848,12 +835,10 @@ int profile_parse(const char *name, const char *source, const char *text, size_t
                         return r;
         }
 
-        v = json_object_get(root, "network");
-        if (v) {
-                r = parse_network(&ctx, v);
-                if (r < 0)
-                        return r;
-        }
+        /* "none" or {"mode": "allow", ...}; absent is "none" (egress/policy.h). */
+        r = egress_policy_parse(json_object_get(root, "network"), ctx.source, &p->network, err);
+        if (r < 0)
+                return r;
 
         v = json_object_get(root, "rootfs");
         if (v) {

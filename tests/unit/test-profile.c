@@ -114,6 +114,8 @@ Test(shipped, default_values)
         cr_expect_eq(p->limits.workspace_bytes, 512 * MIB);
         cr_expect_eq(p->limits.tmp_bytes, 128 * MIB);
         cr_expect_eq(p->limits.files, 1024);
+        cr_assert_not_null(p->network);
+        cr_expect_eq(p->network->mode, EGRESS_MODE_NONE);
 }
 
 Test(shipped, minimal_values)
@@ -285,6 +287,46 @@ Test(parse, defaults)
         cr_expect_str_eq(p->rootfs, "/");
         cr_assert_not_null(p->env);
         cr_expect_null(p->env[0]);
+        cr_assert_not_null(p->network);
+        cr_expect_eq(p->network->mode, EGRESS_MODE_NONE);
+        cr_expect_eq(p->network->n_rules, 0);
+}
+
+Test(parse, network_allow)
+{
+        static const char text[] =
+                "{\"description\": \"d\", \"languages\": [\"python\"], \"network\": "
+                "{\"mode\": \"allow\", \"allow\": [\"PyPI.Internal:443\", \"10.1.2.0/24:5432\"],"
+                " \"max_connections\": 8, \"max_bytes\": \"10MiB\"}}";
+        _cleanup_profile_ struct profile *p = NULL;
+        struct airlock_error err = { "" };
+
+        cr_assert_eq(parse(text, &p, &err), 0, "%s", err.msg);
+        cr_assert_not_null(p->network);
+        cr_expect_eq(p->network->mode, EGRESS_MODE_ALLOW);
+        cr_assert_eq(p->network->n_rules, 2);
+        cr_expect_str_eq(p->network->rules[0].text, "pypi.internal:443");
+        cr_expect_str_eq(p->network->rules[1].text, "10.1.2.0/24:5432");
+        cr_expect_eq(p->network->max_connections, 8);
+        cr_expect_eq(p->network->max_bytes, 10 * MIB);
+}
+
+Test(parse, network_none_string_and_object)
+{
+        static const char *const texts[] = {
+                "{\"description\": \"d\", \"languages\": [\"python\"], \"network\": \"none\"}",
+                "{\"description\": \"d\", \"languages\": [\"python\"], \"network\": {\"mode\": "
+                "\"none\"}}",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(texts); i++) {
+                _cleanup_profile_ struct profile *p = NULL;
+                struct airlock_error err = { "" };
+
+                cr_assert_eq(parse(texts[i], &p, &err), 0, "%s: %s", texts[i], err.msg);
+                cr_assert_not_null(p->network);
+                cr_expect_eq(p->network->mode, EGRESS_MODE_NONE);
+        }
 }
 
 Test(parse, alternative_value_forms)
@@ -409,6 +451,11 @@ static const struct bad_case bad_cases[] = {
         { WITH("\"start\": null"), "start" },
         { WITH("\"network\": 0"), "network" },
         { WITH("\"network\": \"host\""), "network" },
+        { WITH("\"network\": {\"mode\": \"allow\"}"), "network.allow" },
+        { WITH("\"network\": {\"mode\": \"allow\", \"allow\": [\"db:5432\", \"x\"]}"),
+          "network.allow[1]" },
+        { WITH("\"network\": {\"mode\": \"open\"}"), "network.mode" },
+        { WITH("\"network\": {\"mode\": \"none\", \"proxy\": 1}"), "'proxy'" },
         { WITH("\"rootfs\": 1"), "rootfs" },
         { WITH("\"rootfs\": \"\""), "rootfs" },
         { WITH("\"rootfs\": \"relative/dir\""), "rootfs" },
