@@ -56,7 +56,7 @@ static const char *const etc_generated[][2] = {
 /* pip and pip3 inside the sandbox, first on its PATH (sandbox_build_env): Debian's pip, plus a
  * word when it failed in a session whose profile names no package index (the daemon then sets
  * AIRLOCK_PIP_NO_INDEX to the sentence, and PIP_NO_INDEX=1, so pip never waits on a network
- * it does not have). Local files still install: `pip install /work/pkg.whl`. See
+ * it does not have). Local files still install: `pip install /work/pkg-1.0-py3-none-any.whl`. See
  * docs/NETWORK.md, "Inside the sandbox". */
 static const char pip_shim[] =
         "#!/bin/sh\n"
