@@ -81,12 +81,27 @@ static _Noreturn void child_namespaces(struct child_args *a)
 {
         const struct jail_config *cfg = a->cfg;
         const char *step = "wait for the parent";
-        char go;
+        struct jail_config with_layer;
+        char go, layer_path[32];
         int r;
 
         if (read(a->sync_fd, &go, 1) != 1)
                 _exit(127); /* the parent gave up on us */
         (void) close(a->sync_fd);
+
+        /* The profile layer lives in the state directory (0700, root's). It is opened now,
+         * while we still have the daemon's host uid (0), so that the owner's bits let us walk
+         * there; as the mapped root below we would be refused. The fd is of our own mount
+         * namespace (a bind needs that), and mount.c reaches it through /proc/self/fd. */
+        if (cfg->layer_dir) {
+                int fd = open(cfg->layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        child_fail(a->status_fd, "open the profile layer", -errno);
+                (void) snprintf(layer_path, sizeof(layer_path), "/proc/self/fd/%d", fd);
+                with_layer = *cfg;
+                with_layer.layer_dir = layer_path;
+                cfg = &with_layer;
+        }
 
         step = "set parent-death signal";
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)

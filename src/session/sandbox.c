@@ -583,6 +583,7 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         sb->mode = opts->mode;
         sb->runner_pidfd = -EBADF;
         sb->status_fd = -EBADF;
+        sb->layer_fd = -EBADF;
         sb->runner_path = opts->runner_path ? strdup(opts->runner_path) : sandbox_find_runner();
         if (!sb->runner_path)
                 return airlock_error_set(err, -ENOENT,
@@ -1533,6 +1534,7 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
         sb->slot = slot;
         sb->runner_pidfd = runner_pidfd;
         sb->status_fd = status_fd;
+        sb->layer_fd = -EBADF;
         sb->memory_bytes = p->limits.memory_bytes;
         sb->alive = true;
         sb->frame_max = p->limits.output_bytes + FRAME_OVERHEAD_MAX;
@@ -1590,6 +1592,8 @@ struct sandbox *sandbox_free(struct sandbox *sb)
                 (void) close(sb->runner_pidfd);
         if (sb->status_fd >= 0)
                 (void) close(sb->status_fd);
+        if (sb->layer_fd >= 0)
+                (void) close(sb->layer_fd); /* after the jail: nothing has the layer mounted */
         if (sb->workdir)
                 (void) workspace_remove_host_dir(sb->workdir);
         free(sb->workdir);

@@ -45,6 +45,12 @@ struct sandbox {
         size_t frame_max;           /* largest frame accepted from the runner */
         size_t last_frame_len;      /* the size of the frame frame_read() returned last */
         bool in_exec;               /* an exec runs: its Code Mode frames are answered */
+        /* The profile layer it has mounted (docs/PROFILES.md): the layer generation of its
+         * profile slot when it started (a pool member of another one is never handed out),
+         * and, for a sandbox of its own exec, its LOCK_SH on the layer (layer.h; a forked one's
+         * zygote holds that). -EBADF: none. */
+        unsigned layer_gen;
+        int layer_fd;
 };
 
 struct sandbox *sandbox_free(struct sandbox *sb);

@@ -73,6 +73,7 @@ struct pool_member {
         char id[SESSION_ID_LEN + 1];
         bool warm;           /* it ran the first-call path already (sandbox_warmup) */
         unsigned generation; /* of the zygote it was forked from (sandbox_zygote_generation) */
+        unsigned layer_gen;  /* of the slot's layer it has mounted (sandbox's layer_gen) */
 };
 
 struct profile_slot {
@@ -84,9 +85,17 @@ struct profile_slot {
         atomic_uint generation;
         uint64_t rotate_retry_ns; /* a replacement failed: try again from then on (zlock) */
         char **envp;              /* the environment of the profile's runners */
+        char **envp_layer;        /* the same, for runners with a layer (PYTHONPATH) */
         /* The profile's layer (docs/PROFILES.md), a host directory, or NULL: bound into the
-         * zygote and cold sandboxes started from now on; envp was built with it. */
+         * zygote and cold sandboxes started from now on. slots.c follows the profile's
+         * `current` (layer.h) at each create and once a second: a change replaces the zygote
+         * and bumps layer_gen, and pool members of another layer_gen are never handed out.
+         * layer_fd is the slot's own LOCK_SH on it, so that it cannot be removed between
+         * being resolved and being bound. layer_dir and layer_fd: zlock. */
         char *layer_dir;
+        int layer_fd;
+        atomic_uint layer_gen;
+        char layer_id[64]; /* layer_dir's id for GET /v1/profiles, "" for none; mgr->lock */
         unsigned pool_target;
         bool pool_failed; /* a warm session could not start: do not keep retrying */
         struct pool_member *pool;
@@ -174,6 +183,12 @@ unsigned session_pool_current_len(const struct profile_slot *slot);
 int session_pool_find_stale(const struct profile_slot *slot);
 /* The rotator thread's body (arg: the manager). */
 void *session_rotator_main(void *arg);
+/* Makes the slot follow its profile's current layer (a no-op without a state directory, and
+ * for the process and none modes). Returns 1 when it changed (the zygote was let go and the
+ * pool's members became stale), 0 when not, or -errno with err saying what is wrong with the
+ * layer. Takes zlock; call without the manager's lock. */
+int session_slot_follow_layer(struct session_manager *mgr, struct profile_slot *slot,
+                              struct airlock_error *err);
 
 /* session.c */
 void session_make_id(char id[SESSION_ID_LEN + 1]);

@@ -663,8 +663,9 @@ static bool refill_one_member(struct session_manager *mgr)
                 return true;
         }
         if (mgr->stopping || session_pool_current_len(todo) >= todo->pool_target ||
-            sandbox_zygote_generation(sb) != atomic_load(&todo->generation)) {
-                /* Not needed, or forked from a zygote replaced meanwhile. */
+            sandbox_zygote_generation(sb) != atomic_load(&todo->generation) ||
+            sb->layer_gen != atomic_load(&todo->layer_gen)) {
+                /* Not needed, or made by a zygote or with a layer replaced meanwhile. */
                 session_bury(mgr, sb);
                 return true;
         }
@@ -685,7 +686,9 @@ static bool refill_one_member(struct session_manager *mgr)
                 }
                 m = &todo->pool[todo->pool_len++];
         }
-        *m = (struct pool_member){ .sb = sb, .generation = sandbox_zygote_generation(sb) };
+        *m = (struct pool_member){ .sb = sb,
+                                   .generation = sandbox_zygote_generation(sb),
+                                   .layer_gen = sb->layer_gen };
         memcpy(m->id, id, sizeof(id));
         log_debug("profile=%s msg=\"warm session started\"", todo->profile->name);
         return true;
@@ -1005,7 +1008,9 @@ void session_manager_free(struct session_manager *mgr)
                 free(slot->pool);
                 zygote_unref(slot->zygote);
                 strv_free(slot->envp);
+                strv_free(slot->envp_layer);
                 free(slot->layer_dir);
+                (void) safe_close_fd(slot->layer_fd);
                 pthread_mutex_destroy(&slot->zlock);
                 /* Sessions still referenced elsewhere keep a pointer to the profile; the
                  * manager is freed last, after every request has finished. */
@@ -1808,8 +1813,13 @@ json_t *session_manager_profiles(struct session_manager *mgr)
                         continue;
                 }
                 json_t *o = profile_to_json(slot->profile);
-                if (o)
+                if (o) {
                         json_object_set_new(o, "pool", pool_json(slot));
+                        /* The layer its new sessions get (docs/PROFILES.md), or null. */
+                        json_object_set_new(o, "layer",
+                                            slot->layer_id[0] ? json_string(slot->layer_id)
+                                                              : json_null());
+                }
                 json_array_append_new(arr, o);
         }
         pthread_mutex_unlock(&mgr->lock);

@@ -7,6 +7,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "layer/layer.h"
 #include "session-internal.h"
 #include "session-table.h"
 
@@ -55,12 +56,23 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
                 return -ENOMEM;
         }
         mgr->profiles = slots;
-        r = sandbox_build_env(p, NULL, slot->layer_dir, &slot->envp);
+        r = sandbox_build_env(p, NULL, NULL, &slot->envp);
+        if (r >= 0)
+                r = sandbox_build_env(p, NULL, JAIL_LAYER_PATH, &slot->envp_layer);
         if (r < 0) {
+                strv_free(slot->envp);
                 free(slot);
                 profile_free(p);
                 return r;
         }
+        slot->layer_fd = -EBADF;
+        /* Its layer from the start, so that the first zygote has it (session_slot_follow_layer
+         * keeps it current from then on, and says what is wrong with a broken one). */
+        if (mgr->cfg.state_dir && mgr->cfg.mode == JAIL_NAMESPACES &&
+            layer_hold_current(mgr->cfg.state_dir, p->name, &slot->layer_dir, &slot->layer_fd,
+                               NULL) > 0)
+                (void) snprintf(slot->layer_id, sizeof(slot->layer_id), "%s",
+                                strrchr(slot->layer_dir, '/') + 1);
         slot->profile = p;
         pthread_mutex_init(&slot->zlock, NULL);
         slots[mgr->n_profiles++] = slot;
@@ -75,10 +87,69 @@ static void install_zygote(struct profile_slot *slot, struct zygote *z)
         atomic_store(&slot->generation, zygote_generation(z));
 }
 
-/* Returns the profile's zygote (a new reference), starting it, or replacing it when it died.
- * A zygote that is merely due for replacement goes on serving: the rotator replaces it. */
+/* The environment of the slot's runners with its layer or without. zlock held. */
+static char *const *slot_envp(const struct profile_slot *slot)
+{
+        return slot->layer_dir ? slot->envp_layer : slot->envp;
+}
+
+int session_slot_follow_layer(struct session_manager *mgr, struct profile_slot *slot,
+                              struct airlock_error *err)
+{
+        struct airlock_error lerr = { { 0 } };
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct zygote *old = NULL;
+        char *was = NULL, now_id[64];
+        int r;
+
+        /* Layers are bound only by the namespaces mode's mounts. */
+        if (!mgr->cfg.state_dir || mgr->cfg.mode != JAIL_NAMESPACES)
+                return 0;
+        pthread_mutex_lock(&slot->zlock);
+        r = layer_current(mgr->cfg.state_dir, slot->profile->name, &dir, &lerr);
+        if (r >= 0 && (r > 0) == (slot->layer_dir != NULL) &&
+            (!dir || strcmp(dir, slot->layer_dir) == 0)) {
+                pthread_mutex_unlock(&slot->zlock);
+                return 0;
+        }
+        if (r > 0) {
+                /* Again, with its lock: layer_hold_current() resolves anew when the layer is
+                 * swapped and removed in between. */
+                free(TAKE_PTR(dir));
+                r = layer_hold_current(mgr->cfg.state_dir, slot->profile->name, &dir, &fd, &lerr);
+        }
+        if (r < 0) {
+                pthread_mutex_unlock(&slot->zlock);
+                return airlock_error_set(err, -EIO, "%s", lerr.msg);
+        }
+        (void) snprintf(now_id, sizeof(now_id), "%s", dir ? strrchr(dir, '/') + 1 : "none");
+        was = slot->layer_dir;
+        slot->layer_dir = TAKE_PTR(dir);
+        (void) safe_close_fd(slot->layer_fd);
+        slot->layer_fd = TAKE_FD(fd);
+        atomic_fetch_add(&slot->layer_gen, 1);
+        /* Its sessions keep the old zygote (and through it the old layer) until they end. */
+        old = TAKE_PTR(slot->zygote);
+        pthread_mutex_lock(&mgr->lock); /* zlock, then the manager's: the documented order */
+        (void) snprintf(slot->layer_id, sizeof(slot->layer_id), "%s",
+                        strcmp(now_id, "none") == 0 ? "" : now_id);
+        pthread_cond_signal(&mgr->wake); /* the worker refills the pool with the new layer */
+        pthread_mutex_unlock(&mgr->lock);
+        pthread_mutex_unlock(&slot->zlock);
+
+        log_info("profile=%s msg=\"layer changed: new sessions get layer %s\" old=\"%s\"",
+                 slot->profile->name, now_id, was ? strrchr(was, '/') + 1 : "none");
+        free(was);
+        zygote_unref(old);
+        return 1;
+}
+
+/* Returns the profile's zygote (a new reference), starting it, or replacing it when it died,
+ * and the layer generation it has. A zygote that is merely due for replacement goes on
+ * serving: the rotator replaces it. */
 static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, struct zygote **ret_z,
-                      struct airlock_error *err)
+                      unsigned *ret_layer_gen, struct airlock_error *err)
 {
         struct zygote *z = NULL;
         int r = 0;
@@ -91,13 +162,15 @@ static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, st
                 slot->zygote = NULL;
         }
         if (!slot->zygote) {
-                r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path,
-                                 slot->layer_dir, &z, err);
+                r = zygote_start(mgr->cfg.features, slot->profile, slot_envp(slot),
+                                 mgr->runner_path, slot->layer_dir, &z, err);
                 if (r >= 0)
                         install_zygote(slot, z);
         }
-        if (r >= 0)
+        if (r >= 0) {
                 *ret_z = zygote_ref(slot->zygote);
+                *ret_layer_gen = atomic_load(&slot->layer_gen);
+        }
         pthread_mutex_unlock(&slot->zlock);
         return r;
 }
@@ -112,13 +185,24 @@ static bool rotate_zygote(struct session_manager *mgr, struct profile_slot *slot
 {
         struct airlock_error err = { { 0 } };
         struct zygote *old = NULL, *z = NULL;
+        _cleanup_free_ char *layer_dir = NULL;
+        char *const *envp = NULL;
         uint64_t now = now_ns();
         bool due, swapped = false;
+        unsigned layer_gen = 0;
         int r;
 
         pthread_mutex_lock(&slot->zlock);
-        if (slot->zygote && now >= slot->rotate_retry_ns)
-                old = zygote_ref(slot->zygote);
+        if (slot->zygote && now >= slot->rotate_retry_ns) {
+                /* The layer as it is now; if it changes meanwhile, session_slot_follow_layer()
+                 * lets old go, and the zygote started here is not installed. */
+                layer_dir = slot->layer_dir ? strdup(slot->layer_dir) : NULL;
+                if (!slot->layer_dir || layer_dir) {
+                        old = zygote_ref(slot->zygote);
+                        envp = slot_envp(slot);
+                        layer_gen = atomic_load(&slot->layer_gen);
+                }
+        }
         pthread_mutex_unlock(&slot->zlock);
         if (!old)
                 return false;
@@ -127,12 +211,12 @@ static bool rotate_zygote(struct session_manager *mgr, struct profile_slot *slot
                 zygote_unref(old);
                 return false;
         }
-        r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path,
-                         slot->layer_dir, &z, &err);
+        r = zygote_start(mgr->cfg.features, slot->profile, envp, mgr->runner_path, layer_dir, &z,
+                         &err);
         pthread_mutex_lock(&slot->zlock);
         if (r < 0) {
                 slot->rotate_retry_ns = now_ns() + ZYGOTE_RETRY_MS * 1000000ULL;
-        } else if (slot->zygote == old) {
+        } else if (slot->zygote == old && atomic_load(&slot->layer_gen) == layer_gen) {
                 install_zygote(slot, TAKE_PTR(z));
                 swapped = true;
         }
@@ -173,7 +257,11 @@ void *session_rotator_main(void *arg)
                  * not move when the array grows; its length is read under the lock. */
                 for (unsigned i = 0; i < mgr->n_profiles && !mgr->stopping; i++) {
                         struct profile_slot *slot = mgr->profiles[i];
+                        struct airlock_error err = { { 0 } };
                         pthread_mutex_unlock(&mgr->lock);
+                        /* A layer built meanwhile: the pools refill from a new zygote before
+                         * the next create asks. A broken one is said by that create. */
+                        (void) session_slot_follow_layer(mgr, slot, &err);
                         busy |= rotate_zygote(mgr, slot);
                         pthread_mutex_lock(&mgr->lock);
                 }
@@ -185,6 +273,44 @@ void *session_rotator_main(void *arg)
         }
         pthread_mutex_unlock(&mgr->lock);
         return NULL;
+}
+
+/* A fresh exec of the runner in a sandbox of its own: its own address-space layout, hash
+ * secret and stack canary (profiles with "start": "cold", and the process and none modes,
+ * which have no zygote). It holds the layer it gets for as long as it lives. */
+static int start_cold(struct session_manager *mgr, struct profile_slot *slot, const char *name,
+                      struct sandbox **ret_sb, struct airlock_error *err)
+{
+        _cleanup_free_ char *layer_dir = NULL;
+        _cleanup_close_ int layer_fd = -EBADF;
+        unsigned layer_gen;
+        int r = 0;
+
+        /* The slot's own hold keeps its layer from being removed while this one is taken. */
+        pthread_mutex_lock(&slot->zlock);
+        layer_gen = atomic_load(&slot->layer_gen);
+        if (slot->layer_dir) {
+                layer_dir = strdup(slot->layer_dir);
+                r = layer_dir ? layer_hold(layer_dir, err) : -ENOMEM;
+                if (r >= 0)
+                        layer_fd = r;
+        }
+        pthread_mutex_unlock(&slot->zlock);
+        if (r < 0)
+                return r;
+        r = sandbox_start(mgr->cfg.features,
+                          &(struct sandbox_options){ .mode = mgr->cfg.mode,
+                                                     .profile = slot->profile,
+                                                     .name = name,
+                                                     .runner_path = mgr->runner_path,
+                                                     .preload = true,
+                                                     .layer_dir = layer_dir },
+                          ret_sb, err);
+        if (r < 0)
+                return r;
+        (*ret_sb)->layer_gen = layer_gen;
+        (*ret_sb)->layer_fd = TAKE_FD(layer_fd);
+        return 0;
 }
 
 /* A new sandbox for the profile, its cgroup named "airlock-<id>": a new session takes that id,
@@ -203,10 +329,13 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
                         .cpu_millicpus = p->limits.cpu_millicpus,
                 };
                 struct zygote *z = NULL;
-                int r = get_zygote(mgr, slot, &z, err);
+                unsigned layer_gen = 0;
+                int r = get_zygote(mgr, slot, &z, &layer_gen, err);
                 if (r < 0)
                         return r;
                 r = zygote_fork(z, name, &limits, ret_sb, err);
+                if (r >= 0)
+                        (*ret_sb)->layer_gen = layer_gen;
                 if (r >= 0 && zygote_is_due(z, mgr->zygote_max_forks, 0)) {
                         pthread_mutex_lock(&mgr->lock);
                         pthread_cond_signal(&mgr->rotate_wake);
@@ -215,24 +344,15 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
                 zygote_unref(z);
                 return r;
         }
-        /* A fresh exec of the runner in a sandbox of its own: its own address-space layout,
-         * hash secret and stack canary (profiles with "start": "cold", and the process and
-         * none modes, which have no zygote). */
-        return sandbox_start(mgr->cfg.features,
-                             &(struct sandbox_options){ .mode = mgr->cfg.mode,
-                                                        .profile = p,
-                                                        .name = name,
-                                                        .runner_path = mgr->runner_path,
-                                                        .preload = true,
-                                                        .layer_dir = slot->layer_dir },
-                             ret_sb, err);
+        return start_cold(mgr, slot, name, ret_sb, err);
 }
 
 /* Whether m was forked from the profile's current zygote (a sandbox of its own exec, of
  * generation 0, always is). */
 bool session_pool_member_is_current(const struct profile_slot *slot, const struct pool_member *m)
 {
-        return m->generation == atomic_load(&slot->generation);
+        return m->generation == atomic_load(&slot->generation) &&
+               m->layer_gen == atomic_load(&slot->layer_gen);
 }
 
 unsigned session_pool_current_len(const struct profile_slot *slot)
@@ -258,7 +378,13 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                          struct airlock_error *err)
 {
         struct sandbox *sb = NULL;
+        unsigned k = 0, best = 0;
+        int r;
 
+        /* A layer built since the last create: this session gets it (a readlink when not). */
+        r = session_slot_follow_layer(mgr, slot, err);
+        if (r < 0)
+                return r;
         pthread_mutex_lock(&mgr->lock);
         /* Every profile in use gets a warm pool, so its next create is a hand-over; profiles
          * nobody uses cost nothing. */
@@ -269,15 +395,19 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                  * one. A stale member (its zygote was replaced) is handed over only while no
                  * current one is ready, for the moment the worker takes to replace it: a
                  * create never waits for a fork. */
-                unsigned k = 0, best = 0;
                 for (unsigned i = 0; i < slot->pool_len; i++) {
                         unsigned score =
                                 1 + (session_pool_member_is_current(slot, &slot->pool[i]) ? 2 : 0) +
                                 (slot->pool[i].warm ? 1 : 0);
+                        /* One with another layer than the profile's current one: never. */
+                        if (slot->pool[i].layer_gen != atomic_load(&slot->layer_gen))
+                                score = 0;
                         if (score > best)
                                 k = i, best = score;
                 }
-                sb = slot->pool[k].sb;
+                sb = best ? slot->pool[k].sb : NULL;
+        }
+        if (sb) {
                 if (slot->pool[k].warm)
                         slot->pool_hits_warm++;
                 else

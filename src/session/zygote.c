@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "base/wire.h"
+#include "layer/layer.h"
 #include "session-internal.h"
 
 #include <errno.h>
@@ -42,6 +43,10 @@ struct zygote {
         /* The profile's /etc/hosts lines and connect ports, sent with every fork: each session
          * builds its own root and Landlock ruleset (src/runner/zygote.c). */
         struct sandbox_egress egress;
+        /* LOCK_SH on the profile layer bound into it (layer.h), held until the zygote and every
+         * session forked from it are gone, so that no removal takes the layer from under them;
+         * -EBADF without a layer. */
+        int layer_fd;
 };
 
 /* Every zygote started by this daemon gets the next number: pool members remember theirs, so
@@ -57,6 +62,8 @@ static void zygote_destroy(struct zygote *z)
                         z->generation);
         z->jail = jail_free(z->jail);
         sandbox_egress_done(&z->egress);
+        if (z->layer_fd >= 0)
+                (void) close(z->layer_fd);
         pthread_mutex_destroy(&z->lock);
         free(z);
 }
@@ -173,10 +180,23 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         pthread_mutex_init(&z->lock, NULL);
         z->profile = p;
         z->features = features;
+        z->layer_fd = -EBADF;
         r = sandbox_egress_init(p->network, &z->egress);
         if (r < 0) {
                 zygote_destroy(z);
                 return r;
+        }
+        if (layer_dir) {
+                r = layer_hold(layer_dir, err);
+                if (r < 0) {
+                        zygote_destroy(z);
+                        return r == -ESTALE ? airlock_error_set(err, r,
+                                                                "the layer %s of profile '%s' "
+                                                                "was removed meanwhile",
+                                                                layer_dir, p->name)
+                                            : r;
+                }
+                z->layer_fd = r;
         }
 
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))

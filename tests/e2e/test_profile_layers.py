@@ -5,6 +5,8 @@ session the profile's current layer at /opt/airlock/layer while live sessions ke
 
 Everything happens in temporary directories: the profiles (AIRLOCK_PROFILES_DIR), the wheels
 and the state directory of the layers (--state-dir)."""
+import ast
+import atexit
 import base64
 import hashlib
 import json
@@ -14,11 +16,12 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import zipfile
 
 import pytest
 
-from airlock_daemon import AIRLOCK
+from airlock_daemon import AIRLOCK, daemon_fixture, sessions_fixture
 
 ID_RE = re.compile(r"layer (\d{8}-\d{6}-[0-9a-f]{6}) of profile '([a-z0-9_-]+)': (\d+) packages")
 
@@ -268,3 +271,156 @@ def end(proc):
     proc.wait(10)
     if proc.stdout:
         proc.stdout.close()
+
+
+# ------------------------------------------------------------------------------------------
+# A running daemon: new sessions get the current layer, live ones keep theirs
+# ------------------------------------------------------------------------------------------
+
+# The daemon finds its profiles in this module's own directory, made at collection time.
+DAEMON_LAB = Lab(tempfile.mkdtemp(prefix="airlock-e2e-layers-daemon-"))
+atexit.register(shutil.rmtree, DAEMON_LAB.root, True)
+
+VERSION_CELL = ("import airlockdemo, sys\n"
+                "(airlockdemo.__version__, airlockdemo.__file__)")
+BASH_VERSION_CELL = "python3 -c 'import airlockdemo; print(airlockdemo.__version__)'"
+
+
+daemon = daemon_fixture(pytest, args=("--pool-size", "1"),
+                        env={**{k: v for k, v in os.environ.items()
+                                if not k.startswith("AIRLOCK_")},
+                             "AIRLOCK_PROFILES_DIR": str(DAEMON_LAB.profiles)})
+
+
+@pytest.fixture
+def dlab(daemon):
+    """DAEMON_LAB, building into the daemon's own state directory."""
+    DAEMON_LAB.state = daemon.state_dir
+    return DAEMON_LAB
+
+
+sessions = sessions_fixture(pytest)
+
+
+def version_of(daemon, sid):
+    r = daemon.execute(sid, VERSION_CELL)
+    assert r["status"] == "ok", r
+    version, path = ast.literal_eval(r["result"])
+    assert path.startswith("/opt/airlock/layer/site-packages/airlockdemo/"), path
+    return version
+
+
+def pool_ready(daemon, profile):
+    """Waits until the profile's warm pool holds a member, so that the next create could be
+    handed one made before whatever comes next."""
+    deadline = time.monotonic() + 120
+    while True:
+        p = next(x for x in daemon.get("/v1/profiles").json()["profiles"]
+                 if x["name"] == profile)
+        if p["pool"]["ready"] >= 1:
+            return
+        assert time.monotonic() < deadline, daemon.log_text()[-3000:]
+        time.sleep(0.1)
+
+
+def wait_unlocked(lab, profile, layer):
+    """Until nobody holds the layer's lock (its last session and zygote are gone)."""
+    deadline = time.monotonic() + 120
+    while True:
+        doc = json.loads(lab.run("show", profile).stdout)
+        entry = next((x for x in doc["layers"] if x["id"] == layer), None)
+        if entry is None or not entry["in_use"]:
+            return
+        assert time.monotonic() < deadline, f"layer {layer} is still in use: {doc['layers']}"
+        time.sleep(0.2)
+
+
+def test_sessions_get_the_current_layer_and_keep_theirs_across_a_rebuild(daemon, dlab, sessions):
+    _needs_pip()
+    lab = dlab
+    wheels = lab.root / "wheels-swap"
+    wheels.mkdir()
+    make_wheel(wheels, "airlockdemo", "1.0")
+    lab.profile("lswap", packages={"wheels": str(wheels), "install": ["airlockdemo"]},
+                languages=["python", "bash"])
+    first, _ = lab.build("lswap")
+
+    old = sessions.new(profile="lswap")
+    assert version_of(daemon, old) == "1.0"
+    # python3 started from bash finds the layer too (PYTHONPATH).
+    r = daemon.execute(old, BASH_VERSION_CELL, language="bash")
+    assert r["status"] == "ok" and r["stdout"] == "1.0\n", r
+    # The layer is read-only, and its lock out of the session's reach: no code in a session
+    # can hold a layer forever or keep the daemon from using it.
+    r = daemon.execute(old, "touch /opt/airlock/layer/site-packages/x; echo w=$?; "
+                            "python3 -c 'open(\"/opt/airlock/layer/.lock\")'; echo r=$?",
+                       language="bash")
+    assert "w=1" in r["stdout"] and "r=1" in r["stdout"], r
+    assert "Read-only file system" in r["stderr"] and "PermissionError" in r["stderr"], r
+    pool_ready(daemon, "lswap")
+
+    # Version 2, built while the daemon runs and a session uses version 1.
+    (wheels / "airlockdemo-1.0-py3-none-any.whl").unlink()
+    make_wheel(wheels, "airlockdemo", "2.0")
+    second, p = lab.build("lswap")
+    assert second != first
+    assert f"old layer {first} is in use by live sessions" in p.stderr, p.stderr
+    assert sorted(lab.layer_dirs("lswap")) == sorted([first, second])
+
+    new = sessions.new(profile="lswap")
+    assert version_of(daemon, new) == "2.0", "a new session gets the new layer, no restart"
+    assert 'msg="layer changed: new sessions get layer ' + second in daemon.log_text()
+    lswap = next(x for x in daemon.get("/v1/profiles").json()["profiles"]
+                 if x["name"] == "lswap")
+    assert lswap["layer"] == second, lswap
+    # The session started before keeps version 1, in a new process as well, and still works.
+    assert version_of(daemon, old) == "1.0"
+    r = daemon.execute(old, BASH_VERSION_CELL, language="bash")
+    assert r["status"] == "ok" and r["stdout"] == "1.0\n", r
+    r = daemon.execute(old, "sum(range(10))")
+    assert r["status"] == "ok" and r["result"] == "45", r
+
+    # Once the old session is gone, nothing holds the old layer and a removal takes it.
+    daemon.delete_session(old)
+    wait_unlocked(lab, "lswap", first)
+    gone = lab.run("rm", "lswap")
+    assert gone.returncode == 0, gone.stderr
+    assert f"removed layer {first}" in gone.stdout, gone.stdout
+    # The live session of version 2 keeps its layer; new sessions get none.
+    assert f"kept layer {second}" in gone.stdout, gone.stdout
+    assert version_of(daemon, new) == "2.0"
+    none = sessions.new(profile="lswap")
+    r = daemon.execute(none, "import airlockdemo")
+    assert r["status"] == "error" and r["error"]["name"] == "ModuleNotFoundError", r
+
+
+def test_preload_imports_a_module_of_the_layer_in_the_zygote(daemon, dlab, sessions):
+    _needs_pip()
+    lab = dlab
+    wheels = lab.root / "wheels-preload"
+    wheels.mkdir()
+    make_wheel(wheels, "airlockpre", "1.0",
+               body="import os\nIMPORTED_BY = os.getpid()\n__version__ = '1.0'\n")
+    lab.profile("lpre", packages={"wheels": str(wheels)}, preload=["airlockpre"])
+    lab.build("lpre")
+    offset = daemon.log_size()
+    sid = sessions.new(profile="lpre")
+    # Already imported when the session's first cell runs: the zygote did it, before the fork.
+    r = daemon.execute(sid, "import sys, os\n"
+                            "m = sys.modules.get('airlockpre')\n"
+                            "(m is not None, m and m.IMPORTED_BY != os.getpid())")
+    assert r["status"] == "ok" and r["result"] == "(True, True)", r
+    assert "preload failed" not in daemon.log_since(offset), daemon.log_since(offset)[-2000:]
+
+
+def test_a_broken_current_link_refuses_new_sessions_with_a_clear_message(daemon, dlab, sessions):
+    lab = dlab
+    lab.profile("lbroken", packages={"install": ["airlockdemo"], "wheels": str(lab.wheels)})
+    pdir = pathlib.Path(lab.state) / "layers" / "lbroken"
+    pdir.mkdir(parents=True)
+    os.symlink("20260101-000000-abcdef", pdir / "current")
+    r = daemon.post("/v1/sessions", json={"profile": "lbroken"})
+    assert r.status_code >= 400, r.text
+    msg = r.json()["error"]
+    assert "lbroken" in msg and "missing" in msg and "airlock profile" in msg, msg
+    shutil.rmtree(pdir)
