@@ -163,6 +163,19 @@ def test_build_from_wheels_show_and_list(lab):
     assert by_name["default"]["layer"] is None
 
 
+def test_list_and_show_give_the_network_policy(lab):
+    lab.profile("netp", network={"mode": "allow", "allow": ["pypi.internal:443",
+                                                           "db.internal:5432"]},
+                packages={"index_url": "https://pypi.internal/simple", "install": ["x"]})
+    row = next(line for line in lab.run("list").stdout.splitlines() if line.startswith("netp "))
+    assert "allow(2)" in row and "none" in row, row       # two rules; no layer yet
+    doc = json.loads(lab.run("show", "netp").stdout)
+    assert doc["network"]["mode"] == "allow"
+    assert doc["network"]["allow"] == ["pypi.internal:443", "db.internal:5432"]
+    assert doc["packages"]["index_url"] == "https://pypi.internal/simple"
+    assert doc["layer"] is None and doc["layers"] == []
+
+
 def test_wheels_dir_without_install_list_installs_every_wheel(lab):
     _needs_pip()
     make_wheel(lab.wheels, "airlockone", "1.0")
