@@ -461,7 +461,9 @@ PROXY = ("127.0.0.1", 3128)
 SOCKS = ("127.0.0.1", 1080)
 
 def ename(e):
-    """The errno name of an OSError, else 'Type: message'."""
+    """The errno name of an OSError, "gaierror: ..." for a failed lookup, else 'Type: message'."""
+    if isinstance(e, _socket.gaierror):
+        return "gaierror: %s" % e
     if isinstance(e, OSError) and e.errno:
         return _errno.errorcode.get(e.errno, "E%d" % e.errno)
     return "%s: %s" % (type(e).__name__, str(e)[:200])
@@ -635,8 +637,9 @@ def socks5(host, port, send=None, cmd=1, methods=b"\x00", timeout=15):
         s.close()
 
 def tcp(host, port, send=b"SELECT 1;\n", timeout=10, family=None):
-    """A plain TCP connection (a forwarder inside the sandbox, or nothing): "OK: <reply>",
-    "closed" (accepted, then closed without a byte: a refusing forwarder), or the errno."""
+    """A plain TCP connection (a forwarder inside the sandbox, or nothing): "OK: <reply>" (an
+    HTTP request's whole answer, else the first bytes back), "closed" (accepted, then closed
+    without a byte: a refusing forwarder), or the errno."""
     try:
         if family is None:
             s = _socket.create_connection((host, port), timeout=timeout)
@@ -649,6 +652,8 @@ def tcp(host, port, send=b"SELECT 1;\n", timeout=10, family=None):
     try:
         s.sendall(send)
         reply = s.recv(65536)
+        if reply and send.startswith((b"GET ", b"HEAD ")):
+            reply += read_until_close(s)
         return "OK: " + reply.decode("latin-1") if reply else "closed"
     except OSError as e:
         return ename(e)
