@@ -108,6 +108,42 @@ def text_of(out):
 
 
 # ------------------------------------------------------------------------------------------
+# The lab itself
+# ------------------------------------------------------------------------------------------
+
+
+def test_the_lab_serves_its_hosts_inside_and_leaves_the_host_alone(lab):
+    lab.reset()
+    code = netlab.cell_code('''
+        import urllib.request
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        R["index"] = direct.open("http://pypi.internal/simple/labpkg/", timeout=10).read().decode()
+        R["whoami"] = _json.loads(direct.open("http://10.77.2.6/", timeout=10).read())
+        R["db"] = tcp("db.internal", 5432)
+        R["meta"] = sorted({a[4][0] for a in _socket.getaddrinfo("meta.internal", 80)})
+        R["rebind"] = [_socket.getaddrinfo("rebind.internal", 80, _socket.AF_INET)[0][4][0]
+                       for _ in range(2)]
+        R["v6"] = tcp("fd00:77::10", 80, b"GET / HTTP/1.0\\r\\n\\r\\n")
+    ''')
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    p = lab.run([sys.executable, "-c", code], env=env, timeout=60)
+    r = cell_result({"stdout": p.stdout})
+    assert p.returncode == 0 and r is not None, p
+    for version in ("1.0", "2.0"):
+        assert f'href="/packages/labpkg-{version}-py3-none-any.whl#sha256=' in r["index"], r
+    assert r["whoami"]["server"] == "cidr-b", r
+    assert r["db"] == "OK: SELECT 1;\n", r
+    assert r["meta"] == [netlab.METADATA], r
+    assert sorted(r["rebind"]) == sorted([netlab.OTHER, netlab.METADATA]), r
+    assert '"server": "v6"' in r["v6"], r
+    assert lab.hits("db") == 1 and lab.hits("pypi") == 1, lab.stats()["servers"]
+    # the host's network and files are not the lab's
+    host = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
+    assert "10.77." not in host and "fd00:77:" not in host, host
+    assert "pypi.internal" not in Path("/etc/hosts").read_text()
+
+
+# ------------------------------------------------------------------------------------------
 # Done means
 # ------------------------------------------------------------------------------------------
 
