@@ -135,10 +135,13 @@ def test_smuggled_host_headers_and_preambles(egress):
             raw, err = proxy_raw(data)
             R["raw"][name] = {{"error": err, "answers": [parse_response(b"HTTP/" + part)
                 for part in raw.split(b"HTTP/")[1:]]}}
-        s = _socket.create_connection(SOCKS, timeout=10)
-        s.sendall(b"PROXY TCP4 169.254.169.254 10.77.0.30 4444 80\\r\\n\\x05\\x01\\x00")
-        R["socks preamble"] = read_until_close(s).decode("latin-1")
-        s.close()
+        try:
+            s = _socket.create_connection(SOCKS, timeout=10)
+            s.sendall(b"PROXY TCP4 169.254.169.254 10.77.0.30 4444 80\\r\\n\\x05\\x01\\x00")
+            R["socks preamble"] = read_until_close(s).decode("latin-1")
+            s.close()
+        except OSError as e:
+            R["socks preamble"] = ename(e)
         # to a forwarder, a preamble is only data: the database echoes it
         R["forwarder preamble"] = tcp("db.internal", 5432, b"PROXY TCP4 169.254.169.254 "
                                       b"10.77.0.20 4444 5432\\r\\n")
@@ -157,11 +160,14 @@ def test_a_second_request_on_the_same_connection_is_checked_too(egress):
     egress.lab.reset()
     r = egress.cell(r'''
         def first_then(second, pipelined):
-            s = _socket.create_connection(PROXY, timeout=15)
             one = b"GET http://other.internal/first HTTP/1.1\r\nHost: other.internal\r\n\r\n"
             two = (b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
                    % (second, second.split(b"/")[2]))
             out = {}
+            try:
+                s = _socket.create_connection(PROXY, timeout=15)
+            except OSError as e:
+                return {"error": ename(e)}
             try:
                 if pipelined:
                     s.sendall(one + two)
@@ -227,7 +233,12 @@ def test_oversized_and_malformed_requests_are_refused_and_the_proxy_lives_on(egr
             raw, err = proxy_raw(data, timeout=10, half_close=True)
             R["cases"][name] = {"error": err, "answer": parse_response(raw) if raw else None}
         # many connections that send nothing at all, left open while the proxy is used
-        idle = [_socket.create_connection(PROXY, timeout=10) for _ in range(32)]
+        idle = []
+        try:
+            for _ in range(32):
+                idle.append(_socket.create_connection(PROXY, timeout=10))
+        except OSError as e:
+            R["idle"] = ename(e)
         R["after"] = proxy_get("http://other.internal/after")
         for s in idle:
             s.close()
@@ -239,7 +250,7 @@ def test_oversized_and_malformed_requests_are_refused_and_the_proxy_lives_on(egr
             assert answered_by(ans) in (None, "other"), (name, got)
             if answered_by(ans) is None:
                 assert ans["status"] == 0 or ans["status"] >= 400, (name, got)
-    assert r["after"]["server"] == "other", r["after"]
+    assert "idle" not in r and r["after"]["server"] == "other", r
     egress.quiet(*UNLISTED)
 
 
