@@ -1,6 +1,6 @@
 """The egress test lab (issue 10; docs/NETWORK.md): a private network of fake hosts for the
 end-to-end egress tests (tests/e2e/test_egress.py) and the hostile egress cases
-(tests/hostile/test_43_egress_proxy.py). Nothing in it ever contacts an address outside the lab.
+(tests/hostile/test_45_egress_proxy.py). Nothing in it ever contacts an address outside the lab.
 
     lab = Lab()            # or the module fixture lab_fixture(pytest)
     lab.start()            # a network + mount namespace with the hosts below

@@ -1098,7 +1098,7 @@ def run_on_pty(code, *, language="python", json_mode=False, timeout=20, hard_tim
 
 
 # --------------------------------------------------------------------------------------------
-# Egress (test_43_egress_sockets.py, test_44_egress_proxy.py): a daemon in the network lab
+# Egress (test_44_egress_sockets.py, test_45_egress_proxy.py): a daemon in the network lab
 # --------------------------------------------------------------------------------------------
 
 # The allow-list of the egress cases: names, an address, an IPv6 literal, a database port. The

@@ -1,4 +1,4 @@
-"""Row 44: abuse of the daemon's egress proxy from inside a session whose profile allows a few
+"""Row 45: abuse of the daemon's egress proxy from inside a session whose profile allows a few
 hosts (conftest.EGRESS_ALLOW): CONNECT to unlisted ports and malformed targets, IPv6 literals
 (and v4-mapped spellings) of unlisted hosts, smuggled and duplicated Host headers, an absolute
 URI to one host with the Host of another, request smuggling, PROXY protocol preambles, a second

@@ -1,4 +1,4 @@
-"""Row 43: a session whose profile allows network (through the daemon's proxy) tries to get out
+"""Row 44: a session whose profile allows network (through the daemon's proxy) tries to get out
 some other way: raw and packet sockets -> EPERM/EAFNOSUPPORT; straight TCP/UDP to the lab's
 hosts, the metadata address and the lab's DNS without the proxy -> EACCES (Landlock: not a port
 the sandbox may connect to) or ENETUNREACH (no route: the sandbox has only its loopback);
