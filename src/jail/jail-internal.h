@@ -30,8 +30,11 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
                      const char **ret_step);
 
 /* Restricts the filesystem (ro everywhere, rw in /work, /tmp, /dev/shm), TCP and scopes at the
- * highest Landlock ABI the kernel offers. abi 0 means Landlock is absent: returns 0. */
-int landlock_apply(int abi, const char **ret_step);
+ * highest Landlock ABI the kernel offers: TCP bind is denied on every port, TCP connect on every
+ * port but connect_ports (n_connect_ports of them; none: denied everywhere). abi 0 means
+ * Landlock is absent: returns 0. */
+int landlock_apply(int abi, const uint16_t *connect_ports, size_t n_connect_ports,
+                   const char **ret_step);
 
 /* Returns the Landlock ABI version the kernel offers, 0 if none. */
 int landlock_abi_version(void);

@@ -31,6 +31,14 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
+/* LANDLOCK_RULE_NET_PORT and its attribute (ABI 4, Linux 6.7), which Debian 12's headers lack:
+ * an enum value there, so it cannot be tested with #ifndef. */
+#define LL_RULE_NET_PORT 2
+struct ll_net_port_attr {
+        uint64_t allowed_access;
+        uint64_t port;
+};
+
 /* The ruleset attribute as of ABI 6; older kernels take a prefix of it (size argument). */
 struct ll_ruleset_attr {
         uint64_t handled_access_fs;
@@ -84,7 +92,20 @@ static int add_path_rule(int ruleset_fd, const char *path, uint64_t access, uint
         return 0;
 }
 
-int landlock_apply(int abi, const char **ret_step)
+/* One rule allowing connect(2) to a TCP port (on any address: Landlock has no address rules,
+ * and the sandbox's namespace holds nothing but its loopback and the egress listeners). */
+static int add_connect_rule(int ruleset_fd, uint16_t port)
+{
+        struct ll_net_port_attr rule = { .allowed_access = LANDLOCK_ACCESS_NET_CONNECT_TCP,
+                                         .port = port };
+
+        if (syscall(SYS_landlock_add_rule, ruleset_fd, LL_RULE_NET_PORT, &rule, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+int landlock_apply(int abi, const uint16_t *connect_ports, size_t n_connect_ports,
+                   const char **ret_step)
 {
         static const char *const rw_dirs[] = { "/work", "/tmp", "/dev/shm" };
         static const char *const rw_devs[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
@@ -102,7 +123,8 @@ int landlock_apply(int abi, const char **ret_step)
         attr.handled_access_fs = handled;
         attr_size = sizeof(attr.handled_access_fs);
         if (abi >= 4) {
-                /* TCP bind and connect are handled with no rule at all: denied everywhere. */
+                /* TCP bind and connect are handled: bind gets no rule at all (denied on every
+                 * port), connect only the rules of connect_ports (the egress listeners). */
                 attr.handled_access_net =
                         LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
                 attr_size = offsetof(struct ll_ruleset_attr, scoped);
@@ -136,6 +158,17 @@ int landlock_apply(int abi, const char **ret_step)
                                   handled);
                 if (r < 0)
                         return r;
+        }
+
+        /* Below ABI 4 there is nothing to add: Landlock cannot restrict TCP there, and the
+         * network namespace alone keeps the sandbox from reaching anything but its listeners. */
+        if (abi >= 4) {
+                *ret_step = "landlock: TCP connect rules for the egress ports";
+                for (size_t i = 0; i < n_connect_ports; i++) {
+                        r = add_connect_rule(ruleset_fd, connect_ports[i]);
+                        if (r < 0)
+                                return r;
+                }
         }
 
         /* landlock_restrict_self() needs no_new_privs, which the child set at its start. */

@@ -2,7 +2,8 @@
  * allow-list of /etc, generated identity files, a minimal /dev, size-capped /tmp, /dev/shm and
  * /work, and a proc that shows only this pid namespace's processes. Built under JAIL_NEWROOT in
  * the child's private mount namespace, then pivoted into; the old root is detached. /work is
- * also bound at /mnt/data, where code written for OpenAI's code interpreter looks. */
+ * also bound at /mnt/data, where code written for OpenAI's code interpreter looks. /opt/airlock
+ * holds the pip shims and, when the profile has one, its layer (read-only). */
 #include "jail-internal.h"
 
 #include "base/cleanup.h"
@@ -48,6 +49,31 @@ static const char *const etc_generated[][2] = {
         { "nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n" },
         { "resolv.conf", "# no network in the sandbox\n" },
 };
+
+/* Bounds the names the daemon adds to /etc/hosts (EGRESS_RULES_MAX lines of a name each). */
+#define HOSTS_EXTRA_MAX (128u * 1024u)
+
+/* pip and pip3 inside the sandbox, first on its PATH (sandbox_build_env): Debian's pip, plus a
+ * word when it failed in a session whose profile names no package index (the daemon then sets
+ * AIRLOCK_PIP_NO_INDEX to the sentence, and PIP_NO_INDEX=1, so pip never waits on a network
+ * it does not have). Local files still install: `pip install /work/pkg-1.0-py3-none-any.whl`. See
+ * docs/NETWORK.md, "Inside the sandbox". */
+static const char pip_shim[] =
+        "#!/bin/sh\n"
+        "# airlock: pip inside the sandbox (docs/NETWORK.md, \"Inside the sandbox\").\n"
+        "python3 -m pip \"$@\"\n"
+        "status=$?\n"
+        "if [ \"$status\" -ne 0 ] && [ -n \"${AIRLOCK_PIP_NO_INDEX:-}\" ]; then\n"
+        "        for arg in \"$@\"; do\n"
+        "                case $arg in\n"
+        "                -*) ;;\n"
+        "                install|download|wheel|index) printf 'airlock: %s\\n' "
+        "\"$AIRLOCK_PIP_NO_INDEX\" >&2; break ;;\n"
+        "                *) break ;;\n"
+        "                esac\n"
+        "        done\n"
+        "fi\n"
+        "exit \"$status\"\n";
 
 static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom" };
 
@@ -101,19 +127,29 @@ static int bind_readonly(const struct jail_features *f, const char *src, const c
         return make_readonly(f, dst, recursive);
 }
 
-static int write_new_file(const char *path, const char *content, mode_t mode)
+/* Creates path with head and then tail (may be NULL) in it. */
+static int write_new_file2(const char *path, const char *head, const char *tail, mode_t mode)
 {
         _cleanup_close_ int fd = -EBADF;
-        size_t len = strlen(content);
-        ssize_t n;
+        const char *parts[2] = { head, tail ? tail : "" };
 
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;
-        n = write(fd, content, len);
-        if (n < 0)
-                return -errno;
-        return (size_t) n == len ? 0 : -EIO;
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+                size_t len = strlen(parts[i]);
+                ssize_t n = len ? write(fd, parts[i], len) : 0;
+                if (n < 0)
+                        return -errno;
+                if ((size_t) n != len)
+                        return -EIO;
+        }
+        return 0;
+}
+
+static int write_new_file(const char *path, const char *content, mode_t mode)
+{
+        return write_new_file2(path, content, NULL, mode);
 }
 
 static int touch(const char *path)
@@ -153,7 +189,7 @@ static int copy_entry(const struct jail_features *f, const char *src, const char
         return 0; /* devices, fifos, sockets of the image are never exposed */
 }
 
-static int build_etc(const struct jail_features *f, const char *rootfs)
+static int build_etc(const struct jail_features *f, const char *rootfs, const char *hosts_extra)
 {
         char src[4096], dst[4096];
         int r;
@@ -170,7 +206,10 @@ static int build_etc(const struct jail_features *f, const char *rootfs)
         }
         for (size_t i = 0; i < ELEMENTSOF(etc_generated); i++) {
                 P(dst, "%s/etc/%s", JAIL_NEWROOT, etc_generated[i][0]);
-                r = write_new_file(dst, etc_generated[i][1], 0644);
+                /* The names the egress forwarders answer for follow the sandbox's own. */
+                r = write_new_file2(dst, etc_generated[i][1],
+                                    strcmp(etc_generated[i][0], "hosts") == 0 ? hosts_extra : NULL,
+                                    0644);
                 if (r < 0)
                         return r;
         }
@@ -217,6 +256,36 @@ static int copy_runner(const struct jail_features *f, int runner_fd, const char 
         return make_readonly(f, dir, false);
 }
 
+/* /opt/airlock: bin/ with the pip shims, and layer/ with the profile's layer (layer_fd, an
+ * O_PATH fd of its host directory, or -EBADF for none) bound read-only, recursively, nosuid
+ * and nodev. Executables stay allowed there: a layer's C extensions are mapped executable. */
+static int build_opt(const struct jail_features *f, int layer_fd)
+{
+        static const char *const dirs[] = { "opt", "opt/airlock", "opt/airlock/bin" };
+        char src[64], dst[4096];
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                P(dst, "%s/%s", JAIL_NEWROOT, dirs[i]);
+                if (mkdir(dst, 0755) < 0)
+                        return -errno;
+        }
+        P(dst, "%s/opt/airlock/bin/pip", JAIL_NEWROOT);
+        r = write_new_file(dst, pip_shim, 0755);
+        if (r < 0)
+                return r;
+        P(dst, "%s/opt/airlock/bin/pip3", JAIL_NEWROOT);
+        if (symlink("pip", dst) < 0)
+                return -errno;
+        if (layer_fd < 0)
+                return 0;
+        P(src, "/proc/self/fd/%d", layer_fd);
+        P(dst, "%s%s", JAIL_NEWROOT, JAIL_LAYER_PATH);
+        if (mkdir(dst, 0755) < 0)
+                return -errno;
+        return bind_readonly(f, src, dst, true);
+}
+
 static int build_dev(const struct jail_config *cfg)
 {
         char src[64], dst[4096], opts[128];
@@ -258,7 +327,7 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
                      const char **ret_step)
 {
         char src[4096], dst[4096], opts[128], rootfs[64], runner[64];
-        int r, rootfs_fd, runner_fd;
+        int r, rootfs_fd, runner_fd, layer_fd = -EBADF;
 
         /* Nothing we mount may propagate back to the host's namespace. */
         *ret_step = "make mounts private";
@@ -268,7 +337,8 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         /* The image and the runner are opened before anything is mounted and reached through
          * these fds from here on: the new root's tmpfs goes over JAIL_NEWROOT (/tmp), which
          * would hide a runner or an image that lives below it, and no path can be swapped
-         * underneath us either. Both fds are close-on-exec and closed by the fd cleanup. */
+         * underneath us either. The fds (and the profile layer's, below) are close-on-exec and
+         * closed by the fd cleanup. */
         *ret_step = "open the image";
         rootfs_fd = open(cfg->rootfs && *cfg->rootfs ? cfg->rootfs : "/",
                          O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -279,6 +349,15 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
                          (cfg->runner_is_private ? O_PATH : O_RDONLY | O_NOCTTY) | O_CLOEXEC);
         if (runner_fd < 0)
                 return -errno;
+        if (cfg->layer_dir) {
+                *ret_step = "open the profile layer";
+                layer_fd = open(cfg->layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (layer_fd < 0)
+                        return -errno;
+        }
+        *ret_step = "check the extra /etc/hosts lines";
+        if (cfg->hosts_extra && strlen(cfg->hosts_extra) > HOSTS_EXTRA_MAX)
+                return -E2BIG;
         P(rootfs, "/proc/self/fd/%d", rootfs_fd);
         P(runner, "/proc/self/fd/%d", runner_fd);
 
@@ -306,7 +385,13 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         }
 
         *ret_step = "build /etc";
-        r = build_etc(f, rootfs);
+        r = build_etc(f, rootfs, cfg->hosts_extra);
+        if (r < 0)
+                return r;
+
+        *ret_step = cfg->layer_dir ? "build /opt/airlock and bind the profile layer"
+                                   : "build /opt/airlock";
+        r = build_opt(f, layer_fd);
         if (r < 0)
                 return r;
 

@@ -77,9 +77,8 @@ static const char *const allow_names[] = {
         "mq_notify", "mq_getsetattr",
         /* Sockets: the network namespace and Landlock decide where they may go; socket() and
          * socketpair() are checked below. */
-        "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername", "sendto",
-        "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown", "setsockopt",
-        "getsockopt"
+        "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername", "recvfrom",
+        "recvmsg", "recvmmsg", "shutdown", "setsockopt", "getsockopt"
 };
 
 /* x86_64 numbers for allow-listed syscalls that an older libseccomp cannot name, so that a
@@ -190,6 +189,17 @@ static const struct arg_rule arg_rules[] = {
          * TIPC socket may load the module. Only AF_UNIX is needed (Python, multiprocessing). */
         ALLOW_IF("socketpair", CMP(0, SCMP_CMP_EQ, AF_UNIX, 0)),
         DENY_OTHERWISE("socketpair", EAFNOSUPPORT, 0),
+
+        /* TCP Fast Open: sendto(), sendmsg() and sendmmsg() with MSG_FASTOPEN make a
+         * connection without connect(2), and Landlock's TCP rules are checked in connect(2)
+         * only (a fast open to a port outside them reached the network on Linux 6.18). Every
+         * connection goes through connect(2) and its port rules instead. */
+        DENY_IF("sendto", EOPNOTSUPP, CMP(3, SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN)),
+        ALLOW_OTHERWISE("sendto", 3),
+        DENY_IF("sendmsg", EOPNOTSUPP, CMP(2, SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN)),
+        ALLOW_OTHERWISE("sendmsg", 2),
+        DENY_IF("sendmmsg", EOPNOTSUPP, CMP(3, SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN)),
+        ALLOW_OTHERWISE("sendmmsg", 3),
 
         /* No namespace flags: a nested user namespace is the door to most kernel attack
          * surface (HOSTILE.md row 5). */

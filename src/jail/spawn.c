@@ -129,7 +129,8 @@ static _Noreturn void child_namespaces(struct child_args *a)
         if (cfg->zygote_slots)
                 goto exec_zygote;
 
-        r = landlock_apply(a->features->landlock_abi, &step);
+        r = landlock_apply(a->features->landlock_abi, cfg->connect_ports, cfg->n_connect_ports,
+                           &step);
         if (r < 0)
                 child_fail(a->status_fd, step, r);
 

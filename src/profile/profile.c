@@ -9,7 +9,9 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,12 +40,12 @@
 
 static const char *const top_level_keys[] = {
         "description", "languages", "preload", "imports", "policy",     "limits",
-        "network",     "rootfs",    "env",     "start",   "code_tools",
+        "network",     "rootfs",    "env",     "start",   "code_tools", "packages",
 };
 
 #define TOP_LEVEL_KEYS_TEXT                                                                        \
         "description, languages, preload, imports, policy, limits, network, rootfs, env, start, "  \
-        "code_tools"
+        "code_tools, packages"
 
 /* The loader and the interpreter read these before the runner installs the profile's import
  * policy, so a profile that sets them could load code the policy never sees. Every LD_ variable
@@ -460,23 +463,23 @@ static int parse_start(const struct parse_ctx *ctx, const json_t *v, enum profil
         return r;
 }
 
-static int parse_rootfs(const struct parse_ctx *ctx, const json_t *v, char **ret)
+/* An absolute directory path of the host (rootfs, packages.wheels). */
+static int parse_dir_path(const struct parse_ctx *ctx, const char *key, const json_t *v, char **ret)
 {
         const char *s, *c;
         struct quoted q;
         char *copy;
 
         if (!json_is_string(v))
-                return fail_type(ctx, "rootfs", "an absolute directory path", v);
+                return fail_type(ctx, key, "an absolute directory path", v);
         s = json_string_value(v);
         if (s[0] != '/' || json_string_length(v) >= 4096)
-                return fail(ctx, "rootfs", "expected an absolute directory path, got %s",
-                            quote(&q, s));
+                return fail(ctx, key, "expected an absolute directory path, got %s", quote(&q, s));
         /* A ".." component makes the path depend on symlinks outside it; a profile names the
          * directory it means. */
         for (c = s; (c = strstr(c, "..")); c += 2)
                 if (c[-1] == '/' && (c[2] == '/' || c[2] == '\0'))
-                        return fail(ctx, "rootfs",
+                        return fail(ctx, key,
                                     "expected an absolute path without \"..\" components, "
                                     "got %s",
                                     quote(&q, s));
@@ -485,6 +488,11 @@ static int parse_rootfs(const struct parse_ctx *ctx, const json_t *v, char **ret
                 return -ENOMEM;
         *ret = copy;
         return 0;
+}
+
+static int parse_rootfs(const struct parse_ctx *ctx, const json_t *v, char **ret)
+{
+        return parse_dir_path(ctx, "rootfs", v, ret);
 }
 
 static int parse_env(const struct parse_ctx *ctx, const json_t *v, char ***ret)
@@ -709,10 +717,347 @@ void profile_limits_default(struct profile_limits *ret_limits)
         };
 }
 
+/* --- "packages" ------------------------------------------------------------------------- */
+
+#define PACKAGES_KEYS_TEXT "index_url, trusted_host, install, wheels"
+#define INDEX_URL_MAX 2048u
+#define HOST_NAME_MAX_LEN 253u
+#define REQUIREMENT_MAX 256u
+#define TRUSTED_HOSTS_MAX 64u
+
+/* A URL's or trusted_host's host: a DNS name ([A-Za-z0-9.-], no empty label at either end),
+ * an IPv4 address (a name of digits and dots, checked as an address by the caller), or an
+ * IPv6 address in brackets. len excludes what follows the host. */
+static bool host_is_valid(const char *s, size_t len)
+{
+        char buf[INET6_ADDRSTRLEN + 1];
+        struct in6_addr a6;
+
+        if (len == 0)
+                return false;
+        if (s[0] == '[') {
+                if (len < 3 || s[len - 1] != ']' || len - 2 >= sizeof(buf))
+                        return false;
+                memcpy(buf, s + 1, len - 2);
+                buf[len - 2] = '\0';
+                return inet_pton(AF_INET6, buf, &a6) == 1;
+        }
+        if (len > HOST_NAME_MAX_LEN || s[0] == '.' || s[0] == '-' || s[len - 1] == '-')
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                char c = s[i];
+                bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                          (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+                if (!ok || (c == '.' && i + 1 < len && s[i + 1] == '.'))
+                        return false;
+        }
+        return true;
+}
+
+/* "host" or "host:port" (port 1..65535). Sets *ret_host_len and *ret_port (0 when absent). */
+static bool host_port_split(const char *s, size_t *ret_host_len, unsigned *ret_port)
+{
+        const char *colon = s[0] == '[' ? strstr(s, "]:") : strrchr(s, ':');
+        size_t host_len = strlen(s);
+        unsigned port = 0;
+
+        if (colon) {
+                const char *d = s[0] == '[' ? colon + 2 : colon + 1;
+                host_len = (size_t) (d - s) - 1;
+                if (!*d || strlen(d) > 5)
+                        return false;
+                for (; *d; d++) {
+                        if (*d < '0' || *d > '9')
+                                return false;
+                        port = port * 10 + (unsigned) (*d - '0');
+                }
+                if (port < 1 || port > 65535)
+                        return false;
+        }
+        if (!host_is_valid(s, host_len))
+                return false;
+        *ret_host_len = host_len;
+        *ret_port = port;
+        return true;
+}
+
+/* Whether the profile's network lets its sessions reach host:port through the proxy: a name
+ * through its name rules, an address literal through its address rules (policy.h). host is
+ * as written in the URL (an IPv6 address in brackets). */
+static bool network_allows(const struct egress_policy *net, const char *host, size_t host_len,
+                           uint16_t port)
+{
+        char name[HOST_NAME_MAX_LEN + 1];
+        struct sockaddr_in sin = { .sin_family = AF_INET };
+        struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+
+        if (!net || net->mode != EGRESS_MODE_ALLOW || host_len > HOST_NAME_MAX_LEN)
+                return false;
+        if (host[0] == '[') {
+                memcpy(name, host + 1, host_len - 2);
+                name[host_len - 2] = '\0';
+                return inet_pton(AF_INET6, name, &sin6.sin6_addr) == 1 &&
+                       egress_policy_allows_addr(net, (const struct sockaddr *) &sin6, port);
+        }
+        for (size_t i = 0; i < host_len; i++)
+                name[i] = (char) tolower((unsigned char) host[i]);
+        name[host_len] = '\0';
+        if (host_len > 1 && name[host_len - 1] == '.')
+                name[host_len - 1] = '\0'; /* the root's dot: the same name */
+        if (inet_pton(AF_INET, name, &sin.sin_addr) == 1)
+                return egress_policy_allows_addr(net, (const struct sockaddr *) &sin, port);
+        return egress_policy_allows_name(net, name, port);
+}
+
+/* packages.index_url: an http or https URL without credentials or whitespace, whose host and
+ * port the profile's network allows (else nothing in a session could reach it). */
+static int parse_index_url(const struct parse_ctx *ctx, const json_t *v,
+                           const struct egress_policy *net, char **ret)
+{
+        static const char key[] = "packages.index_url";
+        const char *s, *authority, *end;
+        char hostport[HOST_NAME_MAX_LEN + 16];
+        size_t host_len, len;
+        unsigned port;
+        bool https;
+        struct quoted q;
+
+        if (!json_is_string(v))
+                return fail_type(ctx, key, "an http:// or https:// URL", v);
+        s = json_string_value(v);
+        len = json_string_length(v);
+        if (len > INDEX_URL_MAX)
+                return fail(ctx, key, "expected a URL of at most %u bytes, got %zu bytes",
+                            INDEX_URL_MAX, len);
+        for (size_t i = 0; i < len; i++)
+                if ((unsigned char) s[i] <= 0x20 || (unsigned char) s[i] >= 0x7f)
+                        return fail(ctx, key,
+                                    "expected a URL without spaces, control or non-ASCII "
+                                    "characters (percent-encode them), got %s",
+                                    quote(&q, s));
+        https = strncasecmp(s, "https://", 8) == 0;
+        if (!https && strncasecmp(s, "http://", 7) != 0)
+                return fail(ctx, key, "expected an http:// or https:// URL, got %s", quote(&q, s));
+        authority = s + (https ? 8 : 7);
+        end = authority + strcspn(authority, "/?#");
+        if (memchr(authority, '@', (size_t) (end - authority)))
+                return fail(ctx, key,
+                            "a URL with credentials (user@host) is refused: every session's code "
+                            "could read them from PIP_INDEX_URL; give the mirror another way to "
+                            "let the sandbox in, got %s",
+                            quote(&q, s));
+        if ((size_t) (end - authority) >= sizeof(hostport))
+                return fail(ctx, key, "expected a URL with a valid host, got %s", quote(&q, s));
+        memcpy(hostport, authority, (size_t) (end - authority));
+        hostport[end - authority] = '\0';
+        if (!host_port_split(hostport, &host_len, &port))
+                return fail(ctx, key,
+                            "expected a URL with a valid host and an optional port 1..65535, "
+                            "got %s",
+                            quote(&q, s));
+        if (!port)
+                port = https ? 443 : 80;
+        if (!network_allows(net, hostport, host_len, (uint16_t) port))
+                return fail(ctx, key,
+                            "%.*s:%u is not reachable from the profile's sessions: add "
+                            "\"%.*s:%u\" to network.allow (with \"network\": {\"mode\": "
+                            "\"allow\", ...}; docs/NETWORK.md)",
+                            (int) host_len, hostport, port, (int) host_len, hostport, port);
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static bool trusted_host_is_valid(const char *s)
+{
+        size_t host_len;
+        unsigned port;
+
+        return host_port_split(s, &host_len, &port);
+}
+
+static const struct name_kind trusted_host_names = {
+        .plural = "host names",
+        .singular = "a host name",
+        .valid = trusted_host_is_valid,
+        .expected = "a host name or host:port such as \"pypi.internal\" or \"10.0.0.5:8080\"",
+};
+
+/* A version specifier's operator at s: its length, or 0. */
+static size_t specifier_op(const char *s)
+{
+        static const char *const ops[] = { "===", "==", "!=", "<=", ">=", "~=", "<", ">" };
+
+        for (size_t i = 0; i < ELEMENTSOF(ops); i++)
+                if (strncmp(s, ops[i], strlen(ops[i])) == 0)
+                        return strlen(ops[i]);
+        return 0;
+}
+
+static bool is_name_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-';
+}
+
+/* Scans a distribution name at s (PEP 508: alphanumeric at both ends); returns its length,
+ * or 0. */
+static size_t scan_dist_name(const char *s)
+{
+        size_t n = 0;
+
+        while (is_name_char(s[n]))
+                n++;
+        if (n == 0 || !is_name_char(s[0]) || s[0] == '.' || s[0] == '_' || s[0] == '-' ||
+            s[n - 1] == '.' || s[n - 1] == '_' || s[n - 1] == '-')
+                return 0;
+        return n;
+}
+
+/* Why s is not an accepted requirement, or NULL when it is one: NAME, optional [extra,...],
+ * optional specifiers OP VERSION joined by commas ("rdkit==2024.3", "pandas[excel]>=2,<3").
+ * Nothing else: no pip options, spaces, environment markers, URLs or shell characters, so an
+ * entry can only ever name a distribution and its versions. */
+static const char *requirement_refusal(const char *s)
+{
+        size_t n;
+
+        if (s[0] == '-')
+                return "it starts with '-': pip options are not accepted here";
+        if (strlen(s) > REQUIREMENT_MAX)
+                return "it is longer than 256 bytes";
+        for (const char *c = s; *c; c++) {
+                if ((unsigned char) *c <= 0x20 || (unsigned char) *c >= 0x7f)
+                        return "it contains a space, a control or a non-ASCII character";
+                if (strchr(";&|`$()\\'\"#{}?%^", *c))
+                        return "it contains a shell or marker character (; & | ` $ ( ) \\ ' \" # "
+                               "{ } ? % ^)";
+                if (*c == '@' || *c == '/' || *c == ':')
+                        return "it is a URL or a path: a direct reference bypasses the index; "
+                               "put the wheel in packages.wheels instead";
+        }
+        n = scan_dist_name(s);
+        if (n == 0)
+                return "it does not start with a distribution name";
+        s += n;
+        if (*s == '[') {
+                do {
+                        s++;
+                        n = scan_dist_name(s);
+                        if (n == 0)
+                                return "its [extras] are not names separated by commas";
+                        s += n;
+                } while (*s == ',');
+                if (*s++ != ']')
+                        return "its [extras] are not closed by ']'";
+        }
+        while (*s) {
+                n = specifier_op(s);
+                if (n == 0)
+                        return "a version specifier (==, !=, <=, >=, ~=, ===, <, >) was expected "
+                               "after the name";
+                s += n;
+                n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789."
+                              "*+!_-");
+                if (n == 0)
+                        return "a version is missing after an operator";
+                s += n;
+                if (*s == ',')
+                        s++;
+                if (*s == '\0' && s[-1] == ',')
+                        return "it ends with a comma";
+        }
+        return NULL;
+}
+
+static int parse_install(const struct parse_ctx *ctx, const json_t *v, char ***ret)
+{
+        _cleanup_strv_free_ char **reqs = NULL;
+        static const char expected[] =
+                "an array of requirements such as \"rdkit==2024.3\" or \"pandas>=2,<3\"";
+        const json_t *item;
+        size_t i, n;
+
+        if (!json_is_array(v))
+                return fail_type(ctx, "packages.install", expected, v);
+        n = json_array_size(v);
+        if (n > PROFILE_LIST_MAX)
+                return fail(ctx, "packages.install", "expected at most %u requirements, got %zu",
+                            PROFILE_LIST_MAX, n);
+        reqs = calloc(n + 1, sizeof(char *));
+        if (!reqs)
+                return -ENOMEM;
+        json_array_foreach (v, i, item) {
+                char key[KEY_MAX];
+                const char *why;
+                struct quoted q;
+
+                (void) snprintf(key, sizeof(key), "packages.install[%zu]", i);
+                if (!json_is_string(item))
+                        return fail_type(ctx, key, "a requirement such as \"rdkit==2024.3\"", item);
+                why = requirement_refusal(json_string_value(item));
+                if (why)
+                        return fail(ctx, key,
+                                    "expected a requirement such as \"rdkit==2024.3\" (a name, "
+                                    "optional [extras] and version specifiers), got %s: %s",
+                                    quote(&q, json_string_value(item)), why);
+                reqs[i] = strdup(json_string_value(item));
+                if (!reqs[i])
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(reqs);
+        return 0;
+}
+
+/* "packages" (profile.h). Runs after "network": an index must be reachable through it. */
+static int parse_packages(const struct parse_ctx *ctx, const json_t *v, struct profile *p)
+{
+        struct profile_packages *pk = &p->packages;
+        const char *name;
+        json_t *value;
+        struct quoted q;
+        int r = 0;
+
+        if (!json_is_object(v))
+                return fail_type(ctx, "packages", "an object with the keys " PACKAGES_KEYS_TEXT, v);
+        json_object_foreach ((json_t *) v, name, value) {
+                if (strcmp(name, "index_url") == 0) {
+                        r = parse_index_url(ctx, value, p->network, &pk->index_url);
+                } else if (strcmp(name, "trusted_host") == 0) {
+                        /* pip's own spelling: one host as a string, or a list. */
+                        json_t *list = json_is_string(value) ? json_pack("[O]", value)
+                                                             : json_incref(value);
+                        if (!list)
+                                return -ENOMEM;
+                        if (json_array_size(list) > TRUSTED_HOSTS_MAX)
+                                r = fail(ctx, "packages.trusted_host",
+                                         "expected at most %u hosts, got %zu", TRUSTED_HOSTS_MAX,
+                                         json_array_size(list));
+                        else
+                                r = parse_names(ctx, "packages.trusted_host", list,
+                                                &trusted_host_names, &pk->trusted_hosts);
+                        json_decref(list);
+                } else if (strcmp(name, "install") == 0) {
+                        r = parse_install(ctx, value, &pk->install);
+                } else if (strcmp(name, "wheels") == 0) {
+                        r = parse_dir_path(ctx, "packages.wheels", value, &pk->wheels_dir);
+                } else {
+                        return fail(ctx, "packages", "unknown key %s; expected one of %s",
+                                    quote(&q, name), PACKAGES_KEYS_TEXT);
+                }
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 struct profile *profile_free(struct profile *p)
 {
         if (!p)
                 return NULL;
+        free(p->packages.index_url);
+        strv_free(p->packages.trusted_hosts);
+        strv_free(p->packages.install);
+        free(p->packages.wheels_dir);
         free(p->name);
         free(p->description);
         strv_free(p->preload);
@@ -867,6 +1212,13 @@ int profile_parse(const char *name, const char *source, const char *text, size_t
                 p->env = calloc(1, sizeof(char *));
                 if (!p->env)
                         return -ENOMEM;
+        }
+
+        v = json_object_get(root, "packages");
+        if (v) {
+                r = parse_packages(&ctx, v, p);
+                if (r < 0)
+                        return r;
         }
 
         v = json_object_get(root, "code_tools");

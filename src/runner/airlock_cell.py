@@ -17,6 +17,13 @@ The runner (runner.c) embeds CPython and carries this module inside its own bina
     restore(fd, offset, size, modules, lost_names, count, reseed) -> dict
                                          in the new sandbox of a resume or fork: load them back
 
+A line "%pip ARGS" in a cell (IPython's magic, also indented) runs pip with the session's
+environment, its output streamed like the cell's, and what it installed is importable on the
+cell's next line: pip installs into the session's own site directory ($PYTHONUSERBASE, in /work,
+set by the daemon), which is put on sys.path as soon as it appears, whoever ran pip (a bash cell,
+a subprocess), and left out of the cell's files; the profile's layer (/opt/airlock/layer) is put
+on sys.path the same way (docs/NETWORK.md, "Inside the sandbox").
+
 run_cell() runs the code in the namespace of the ``__main__`` module (so pickling user classes
 works), keeps it between calls, evaluates a trailing expression like a notebook does, and returns
 the result, the error, rich outputs (HTML, PNG plots...) and the files the cell changed under the
@@ -77,6 +84,10 @@ _WALK_MAX_DEPTH = 32
 
 class PolicyError(Exception):
     """Raised (reported) when code is refused by the profile's restricted policy."""
+
+
+class PipError(Exception):
+    """Raised by a "%pip" line whose pip failed: the cell stops there."""
 
 
 class _Refused(Exception):
@@ -312,6 +323,8 @@ def configure(profile, imports, policy):
     _patch_pyplot()
     _install_pyplot_hook()
     _install_tools_module()
+    # The layer's packages are importable before preload() imports them.
+    _refresh_sites()
 
 
 def preload(modules):
@@ -412,6 +425,7 @@ def run_cell(code, stdin=None, env=None, cwd=None):
     interrupted = False
     root = before = None
     try:
+        _refresh_sites()
         ns = _user_namespace()
         root = _cwd()
         before = _snapshot(root)
@@ -513,11 +527,15 @@ def _execute(code, n, ns):
     filename = f"{_CELL_PREFIX}{n}>"
     lines = _source_lines(code)
     _remember_source(linecache, filename, code, lines)
+    # Tracebacks show the cell as written; the compiler gets its %pip lines as calls.
+    source = _pip_lines(code)
+    if source is not code:
+        lines = _source_lines(source)
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     try:
-        tree = ast.parse(code, filename, "exec")
+        tree = ast.parse(source, filename, "exec")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
-        raise _compile_refusal(e) from None
+        raise _compile_refusal(_as_written(e, code, source)) from None
     if _allowed is not None:
         _import_check(ast, tree)
     if _restricted:
@@ -537,7 +555,7 @@ def _execute(code, n, ns):
         if is_async:
             code_async = _compile_async(ast, tree, last, filename)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
-        raise _compile_refusal(e) from None
+        raise _compile_refusal(_as_written(e, code, source)) from None
 
     if is_async:
         return _run_async(code_async, last is not None, ns)
@@ -546,6 +564,152 @@ def _execute(code, n, ns):
     if tail is None:
         return False, None
     return True, eval(tail, ns)
+
+
+# --- pip and site directories (docs/NETWORK.md, "Inside the sandbox") -------------------------
+
+_LAYER_SITE = "/opt/airlock/layer/site-packages"
+_sites_seen = {}  # site directory -> its st_mtime_ns when last looked at, None while missing
+_pth_seen = set()  # (directory, name) of the .pth files processed
+
+
+def _user_site():
+    """The session's pip site directory (pip --user with $PYTHONUSERBASE), or None."""
+    base = os.environ.get("PYTHONUSERBASE")
+    if not base:
+        return None
+    return f"{base}/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+
+
+def _site_rank(path, user_site):
+    """Where a directory goes on sys.path: the session's installs win over the layer's, which
+    win over the image's (Debian's dist-packages); anything else keeps its place."""
+    if path == user_site:
+        return 0
+    if path == _LAYER_SITE:
+        return 1
+    if path.startswith("/usr/") and path.endswith(("-packages", "-packages/")):
+        return 2
+    return -1
+
+
+def _add_site(path, user_site):
+    """Puts path on sys.path before the directories it ranks above, and processes its .pth
+    files that were not processed yet (so a package installed later that brings one works)."""
+    import site
+
+    rank = _site_rank(path, user_site)
+    if path not in sys.path:
+        at = len(sys.path)
+        for i, entry in enumerate(sys.path):
+            if _site_rank(entry, user_site) > rank:
+                at = i
+                break
+        sys.path.insert(at, path)
+    try:
+        names = sorted(n for n in os.listdir(path) if n.endswith(".pth"))
+    except OSError:
+        return
+    known = set(sys.path)
+    for name in names:
+        if (path, name) not in _pth_seen:
+            _pth_seen.add((path, name))
+            site.addpackage(path, name, known)
+
+
+def _refresh_sites():
+    """Before each cell (and a restore): one stat per site directory. A directory that
+    appeared goes on sys.path; one that changed (pip installed or removed something, from
+    %pip, a bash cell or a subprocess) makes the import system look again."""
+    changed = False
+    user_site = _user_site()
+    for path in (user_site, _LAYER_SITE):
+        if path is None:
+            continue
+        try:
+            mark = os.stat(path).st_mtime_ns
+        except OSError:
+            mark = None
+        if _sites_seen.get(path, None) == mark and path in _sites_seen:
+            continue
+        _sites_seen[path] = mark
+        if mark is not None:
+            _add_site(path, user_site)
+            changed = True
+    if changed:
+        import importlib
+
+        importlib.invalidate_caches()
+
+
+def _pip_lines(code):
+    """code with each line "%pip ARGS" (indentation kept) turned into a call of _airlock_pip
+    with ARGS, so that it runs in its place among the cell's statements. Lines inside a string
+    that spans lines are left alone. Returns code itself when it has no such line."""
+    if "%pip" not in code:
+        return code
+    import io
+    import re
+    import tokenize
+
+    inside = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+                inside.update(range(tok.start[0] + 1, tok.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        pass  # the compiler will say what is wrong with the cell
+    magic = re.compile(r"([ \t]*)%pip(?:[ \t]+(.*?))?[ \t]*")
+    out = []
+    found = False
+    for number, line in enumerate(code.splitlines(keepends=True), 1):
+        body = line.rstrip("\r\n")
+        m = magic.fullmatch(body)
+        if m is None or number in inside:
+            out.append(line)
+            continue
+        found = True
+        out.append(f"{m.group(1)}_airlock_pip({(m.group(2) or '')!r}){line[len(body):]}")
+    if not found:
+        return code
+    builtins._airlock_pip = _pip_magic
+    return "".join(out)
+
+
+def _as_written(e, code, source):
+    """e, a compile error of source (code with its %pip lines rewritten), showing a rewritten
+    line as the cell has it."""
+    if source is code or not isinstance(e, SyntaxError) or not e.lineno:
+        return e
+    written, compiled = _source_lines(code), _source_lines(source)
+    if e.lineno <= min(len(written), len(compiled)) and \
+            written[e.lineno - 1] != compiled[e.lineno - 1]:
+        e.text = written[e.lineno - 1]
+        e.offset = e.end_offset = None  # columns of the rewritten line mean nothing here
+    return e
+
+
+def _pip_magic(args):
+    """What a "%pip ARGS" line runs: pip (the sandbox's shim, /opt/airlock/bin/pip) with the
+    session's environment, its output going straight to the cell's stdout and stderr. Then
+    what it installed is importable at once. Raises PipError when pip failed."""
+    import shlex
+    import subprocess
+
+    argv = shlex.split(args)
+    _flush_streams()
+    try:
+        status = subprocess.call(["pip", *argv])
+    except FileNotFoundError:
+        status = subprocess.call([sys.executable or "python3", "-m", "pip", *argv])
+    _refresh_sites()
+    if status != 0:
+        why = os.environ.get("AIRLOCK_PIP_NO_INDEX")
+        command = next((a for a in argv if not a.startswith("-")), "")
+        message = f"pip {command} failed (exit status {status})".replace("  ", " ")
+        if why and command in ("install", "download", "wheel", "index"):
+            message += f": {why}"
+        raise PipError(message)
 
 
 def _remember_source(linecache, filename, code, lines):
@@ -961,6 +1125,8 @@ def _snapshot(root):
     snap = {}
     seen = 0
     truncated = False
+    # pip's installs for the session (hundreds of files) are not files the cell made.
+    skip = os.environ.get("PYTHONUSERBASE")
     stack = [("", root, 0)]
     scandir = os.scandir
     while stack and not truncated:
@@ -979,7 +1145,7 @@ def _snapshot(root):
                     if entry.is_dir(follow_symlinks=False):
                         # Deeper directories are skipped by both walks alike, so the diff
                         # stays consistent: the manifest just does not see them.
-                        if depth < _WALK_MAX_DEPTH:
+                        if depth < _WALK_MAX_DEPTH and entry.path != skip:
                             stack.append((prefix + entry.name + "/", entry.path, depth + 1))
                     elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
                         st = entry.stat(follow_symlinks=False)
@@ -1160,6 +1326,7 @@ def restore(fd, offset, size, modules, lost_names, count, reseed):
     try:
         lost.update(str(n) for n in lost_names or ())
         ns = _user_namespace()
+        _refresh_sites()  # the session's pip installs are back in /work: import from there
         lost.update(_import_modules(ns, modules or {}))
         if size and size > 0:
             try:

@@ -27,6 +27,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "base/wire.h"
+#include "egress/policy.h"
 #include "jail/jail-internal.h"
 #include "jail/seccomp.h"
 
@@ -48,6 +49,13 @@
 
 static struct seccomp_filter *filter;
 static struct jail_features features;
+/* The init request said the zygote's root has the profile's layer at JAIL_LAYER_PATH: each
+ * session binds it from there into its own root. */
+static bool has_layer;
+
+/* The egress ports a session may connect to: at most the policy's forwarders plus the proxy
+ * and SOCKS ports (egress_policy_sandbox_ports). */
+#define CONNECT_PORTS_MAX (EGRESS_RULES_MAX + 2u)
 
 static uint64_t json_u64(json_t *o, const char *key, uint64_t dflt)
 {
@@ -64,6 +72,7 @@ int zygote_prepare(json_t *init)
         features.landlock_abi = (int) json_u64(f, "landlock_abi", 0);
         features.mount_setattr = json_is_true(json_object_get(f, "mount_setattr"));
         features.proc_subset_pid = json_is_true(json_object_get(f, "proc_subset_pid"));
+        has_layer = json_is_true(json_object_get(init, "layer"));
         /* Compiled once here, loaded by every session as its last step. */
         return seccomp_filter_new(&(struct seccomp_policy_options){ 0 }, &filter);
 }
@@ -96,11 +105,32 @@ static _Noreturn void session_init_loop(pid_t p)
         }
 }
 
+/* The fork request's "connect_ports" (an array of TCP ports, from the daemon) into ports.
+ * Returns the count, or -EINVAL for anything but an array of at most CONNECT_PORTS_MAX ports
+ * in 1..65535: a session never starts with rules other than the daemon meant. */
+static int connect_ports_from(json_t *req, uint16_t ports[CONNECT_PORTS_MAX])
+{
+        json_t *a = json_object_get(req, "connect_ports"), *v;
+        size_t i;
+
+        if (!a)
+                return 0;
+        if (!json_is_array(a) || json_array_size(a) > CONNECT_PORTS_MAX)
+                return -EINVAL;
+        json_array_foreach (a, i, v) {
+                if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                    json_integer_value(v) > 65535)
+                        return -EINVAL;
+                ports[i] = (uint16_t) json_integer_value(v);
+        }
+        return (int) json_array_size(a);
+}
+
 /* Runs in the zygote's child. Returns only in P, the session's Python. With `cloned`, the
  * child is G already, in its namespaces (the zygote's raw clone); otherwise it is C, a glibc
  * fork of a zygote that has threads, which makes the namespaces itself and forks G. */
-static void session_child(json_t *req, int ctl, int out, int err, int status, int sync_rd,
-                          int sync_wr, bool cloned)
+static void session_child(json_t *req, const uint16_t *ports, size_t n_ports, int ctl, int out,
+                          int err, int status, int sync_rd, int sync_wr, bool cloned)
 {
         struct jail_config cfg = {
                 .rootfs = "/",
@@ -110,6 +140,11 @@ static void session_child(json_t *req, int ctl, int out, int err, int status, in
                 .tmp_bytes = json_u64(req, "tmp_bytes", 64u << 20),
                 .pids = (uint32_t) json_u64(req, "pids", 256),
                 .files = (uint32_t) json_u64(req, "files", 1024),
+                /* Borrowed from req, which outlives the setup. */
+                .hosts_extra = json_string_value(json_object_get(req, "hosts_extra")),
+                .layer_dir = has_layer ? JAIL_LAYER_PATH : NULL,
+                .connect_ports = ports,
+                .n_connect_ports = n_ports,
         };
         const char *step = "";
         json_t *go = NULL;
@@ -169,7 +204,7 @@ static void session_child(json_t *req, int ctl, int out, int err, int status, in
                 (void) rmdir("/tmp/.airlock-proc");
         }
 
-        r = landlock_apply(features.landlock_abi, &step);
+        r = landlock_apply(features.landlock_abi, cfg.connect_ports, cfg.n_connect_ports, &step);
         if (r < 0)
                 die(step, r);
         if (setsid() < 0)
@@ -250,6 +285,8 @@ int zygote_fork(json_t *req)
         int sv[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, up[2] = { -1, -1 },
             down[2] = { -1, -1 }, st[2] = { -1, -1 };
         bool cloned = single_threaded();
+        uint16_t ports[CONNECT_PORTS_MAX];
+        int n_ports;
         struct pollfd pfd;
         char byte;
         pid_t pid;
@@ -258,6 +295,9 @@ int zygote_fork(json_t *req)
 
         if (slot >= JAIL_ZYGOTE_SLOTS_MAX)
                 return -EINVAL;
+        n_ports = connect_ports_from(req, ports);
+        if (n_ports < 0)
+                return n_ports;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
             pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0 ||
             pipe2(down, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) {
@@ -285,7 +325,8 @@ int zygote_fork(json_t *req)
                         PyOS_AfterFork_Child();
                 (void) close(sv[0]), (void) close(out[0]), (void) close(err[0]);
                 (void) close(up[0]), (void) close(down[1]), (void) close(st[0]);
-                session_child(req, sv[1], out[1], err[1], st[1], down[0], up[1], cloned);
+                session_child(req, ports, (size_t) n_ports, sv[1], out[1], err[1], st[1], down[0],
+                              up[1], cloned);
                 return 1; /* P */
         }
         PyOS_AfterFork_Parent();

@@ -10,6 +10,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "sandbox.h"
 #include "session-internal.h"
 #include "session-table.h"
 #include "snapshot.h"
@@ -560,6 +561,14 @@ static int fork_state_file(struct session_manager *mgr)
         return fd < 0 ? -errno : fd;
 }
 
+/* Whether the session's /work holds its pip site directory (SANDBOX_SITE_BASE). */
+static bool has_site_dir(struct sandbox *sb)
+{
+        _cleanup_close_ int work = workspace_open(sb, NULL);
+
+        return work >= 0 && faccessat(work, SANDBOX_SITE_BASE, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* A new open file description on the same file, with its own offset. */
 static int reopen_ro(int fd)
 {
@@ -583,7 +592,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         json_t *meta = NULL, *out = NULL;
         uint64_t bytes = 0;
         unsigned made = 0;
-        bool reserved = false;
+        bool reserved = false, site_first = false;
         struct quota_hold hold = { 0 };
         uint64_t t[5] = { now_ns() };
         int r;
@@ -643,12 +652,16 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
 
         /* Each child starts loading as soon as it has a sandbox, before any is waited for:
          * they unpickle in parallel while the next ones start and while the daemon copies
-         * /work into each. */
+         * /work into each. Unless the parent installed packages with pip: their modules must
+         * be in the child's /work before it imports them again, so /work goes first. */
+        site_first = has_site_dir(parent->sb);
         for (made = 0; made < n; made++) {
                 int fd;
                 r = session_take_sandbox(mgr, slot, &sbs[made], ids[made], err);
                 if (r >= 0)
                         r = session_apply_env(sbs[made], parent->env, err);
+                if (r >= 0 && site_first)
+                        r = workspace_copy(parent->sb, sbs[made], err);
                 if (r < 0)
                         goto out;
                 fd = reopen_ro(state);
@@ -659,7 +672,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                         goto out;
         }
         t[2] = now_ns();
-        for (unsigned i = 0; i < n; i++) {
+        for (unsigned i = 0; i < n && !site_first; i++) {
                 r = workspace_copy(parent->sb, sbs[i], err);
                 if (r < 0)
                         goto out;

@@ -359,9 +359,78 @@ static int env_add(char ***envp, size_t *n, const char *fmt, ...)
         return 0;
 }
 
+/* pip inside the sandbox (docs/NETWORK.md, "Inside the sandbox"): installs go to the session's
+ * own site directory, PYTHONUSERBASE in /work (SANDBOX_SITE_BASE), so they count against the
+ * workspace limit and are saved, restored and forked with /work; the runner leaves that
+ * directory out of an execution's files and puts its site-packages on sys.path as soon as it
+ * appears. The index, when the profile names one, is reached through the egress proxy. */
+static int env_add_pip(char ***envp, size_t *n, const struct profile *p, const char *home)
+{
+        const struct profile_packages *pk = &p->packages;
+        int r = 0;
+
+        /* pip installs there by itself: the image's site-packages are read-only, so it
+         * defaults to a user install. PIP_USER=1 would do the same, but would also make
+         * `pip list` and `pip freeze` show only the session's own packages. */
+        r |= env_add(envp, n, "PYTHONUSERBASE=%s/" SANDBOX_SITE_BASE, home);
+        /* Debian marks its Python externally managed (PEP 668): pip would refuse even a user
+         * install, which here goes to the session's own directory, never to /usr. */
+        r |= env_add(envp, n, "PIP_BREAK_SYSTEM_PACKAGES=1");
+        r |= env_add(envp, n, "PIP_DISABLE_PIP_VERSION_CHECK=1");
+        r |= env_add(envp, n, "PIP_NO_INPUT=1");
+        r |= env_add(envp, n, "PIP_PROGRESS_BAR=off");
+        /* A session's /tmp is small and lives as long as the sandbox: no wheel cache there. */
+        r |= env_add(envp, n, "PIP_NO_CACHE_DIR=1");
+        if (pk->index_url) {
+                r |= env_add(envp, n, "PIP_INDEX_URL=%s", pk->index_url);
+                if (pk->trusted_hosts && pk->trusted_hosts[0]) {
+                        _cleanup_free_ char *hosts = NULL;
+                        size_t len = 0;
+                        FILE *f = open_memstream(&hosts, &len);
+                        if (!f)
+                                return -ENOMEM;
+                        for (char **h = pk->trusted_hosts; *h; h++)
+                                fprintf(f, "%s%s", h == pk->trusted_hosts ? "" : " ", *h);
+                        if (fclose(f) != 0 || !hosts)
+                                return -ENOMEM;
+                        r |= env_add(envp, n, "PIP_TRUSTED_HOST=%s", hosts);
+                }
+        } else {
+                /* No index: pip must not look for one (there is no network to wait on), and the
+                 * shim (/opt/airlock/bin/pip, src/jail/mount.c) says why a name did not install. */
+                r |= env_add(envp, n, "PIP_NO_INDEX=1");
+                r |= env_add(envp, n,
+                             "AIRLOCK_PIP_NO_INDEX=profile '%s' has no package index "
+                             "(packages.index_url in the profile, docs/PROFILES.md): only local "
+                             "files install here, e.g. pip install /work/pkg-1.0-py3-none-any.whl",
+                             p->name);
+        }
+        return r;
+}
+
+int sandbox_egress_init(const struct egress_policy *network, struct sandbox_egress *ret)
+{
+        *ret = (struct sandbox_egress){ 0 };
+        if (!network || network->mode != EGRESS_MODE_ALLOW)
+                return 0;
+        ret->hosts_extra = egress_policy_hosts_text(network);
+        if (!ret->hosts_extra)
+                return -ENOMEM;
+        ret->n_ports = egress_policy_sandbox_ports(network, ret->ports);
+        return 0;
+}
+
+void sandbox_egress_done(struct sandbox_egress *e)
+{
+        free(e->hosts_extra);
+        e->hosts_extra = NULL;
+        e->n_ports = 0;
+}
+
 /* The complete environment of user code: nothing of the daemon's own environment (tokens,
  * paths) is passed on. */
-int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_envp)
+int sandbox_build_env(const struct profile *p, const char *workdir, const char *layer_dir,
+                      char ***ret_envp)
 {
         unsigned threads = (p->limits.cpu_millicpus + 999) / 1000;
         const char *home = workdir ? workdir : "/work";
@@ -371,7 +440,11 @@ int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_
 
         if (threads == 0)
                 threads = 1;
-        r |= env_add(&envp, &n, "PATH=/usr/local/bin:/usr/bin:/bin");
+        /* The pip shims first, then the console scripts pip installed for the session. */
+        r |= env_add(&envp, &n,
+                     "PATH=/opt/airlock/bin:%s/" SANDBOX_SITE_BASE
+                     "/bin:/usr/local/bin:/usr/bin:/bin",
+                     home);
         r |= env_add(&envp, &n, "HOME=%s", home);
         r |= env_add(&envp, &n, "USER=sandbox");
         r |= env_add(&envp, &n, "LOGNAME=sandbox");
@@ -389,6 +462,23 @@ int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_
         r |= env_add(&envp, &n, "OPENBLAS_NUM_THREADS=%u", threads);
         r |= env_add(&envp, &n, "OMP_NUM_THREADS=%u", threads);
         r |= env_add(&envp, &n, "MKL_NUM_THREADS=%u", threads);
+        if (p->network && p->network->mode == EGRESS_MODE_ALLOW) {
+                /* The daemon's proxy, in the sandbox's own network namespace (policy.h). */
+                static const char *const proxy_names[] = { "HTTP_PROXY", "HTTPS_PROXY",
+                                                           "http_proxy", "https_proxy" };
+                for (size_t i = 0; i < ELEMENTSOF(proxy_names); i++)
+                        r |= env_add(&envp, &n, "%s=http://127.0.0.1:%d", proxy_names[i],
+                                     EGRESS_PROXY_PORT);
+                r |= env_add(&envp, &n, "ALL_PROXY=socks5h://127.0.0.1:%d", EGRESS_SOCKS_PORT);
+                r |= env_add(&envp, &n, "all_proxy=socks5h://127.0.0.1:%d", EGRESS_SOCKS_PORT);
+                r |= env_add(&envp, &n, "NO_PROXY=localhost,127.0.0.1,::1");
+                r |= env_add(&envp, &n, "no_proxy=localhost,127.0.0.1,::1");
+        }
+        r |= env_add_pip(&envp, &n, p, home);
+        /* The runner's own Python puts the layer on sys.path itself (it ignores the
+         * environment); this is for python3 started by bash cells and subprocesses. */
+        if (layer_dir)
+                r |= env_add(&envp, &n, "PYTHONPATH=" JAIL_LAYER_PATH "/site-packages");
         for (char **e = p->env; *e; e++)
                 r |= env_add(&envp, &n, "%s", *e);
         if (r < 0)
@@ -476,6 +566,7 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
                   struct sandbox **ret_sb, struct airlock_error *err)
 {
         _cleanup_(sandbox_freep) struct sandbox *sb = NULL;
+        _cleanup_(sandbox_egress_done) struct sandbox_egress egress = { 0 };
         const struct profile *p = opts->profile;
         struct jail_config cfg = { 0 };
         struct capture cap = { .limit = 64 * 1024 };
@@ -503,7 +594,10 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
                 if (r < 0)
                         return r;
         }
-        r = sandbox_build_env(p, sb->workdir, &sb->envp);
+        r = sandbox_build_env(p, sb->workdir, opts->layer_dir, &sb->envp);
+        if (r < 0)
+                return r;
+        r = sandbox_egress_init(p->network, &egress);
         if (r < 0)
                 return r;
 
@@ -521,6 +615,10 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         cfg.tmp_bytes = p->limits.tmp_bytes;
         cfg.files = p->limits.files;
         cfg.host_workdir = sb->workdir;
+        cfg.hosts_extra = egress.hosts_extra;
+        cfg.connect_ports = egress.ports;
+        cfg.n_connect_ports = egress.n_ports;
+        cfg.layer_dir = opts->layer_dir;
         r = jail_spawn(features, &cfg, &sb->jail, err);
         if (r < 0)
                 return r;

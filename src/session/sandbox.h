@@ -25,7 +25,15 @@ struct sandbox_options {
         const char *runner_path;       /* NULL: found next to the binary or installed */
         uint64_t memory_bytes;         /* 0: the profile's limit */
         bool preload;                  /* import the profile's preload modules at start */
+        /* The profile's layer (docs/PROFILES.md): a host directory bound read-only at
+         * JAIL_LAYER_PATH, its site-packages on sys.path; NULL = none. Borrowed. */
+        const char *layer_dir;
 };
+
+/* The session's own site directory for pip (PYTHONUSERBASE), relative to /work: saved and
+ * restored with /work, left out of an execution's files (docs/NETWORK.md, "Inside the
+ * sandbox"). */
+#define SANDBOX_SITE_BASE ".local"
 
 /* Receives output as it is captured, for streaming. stream is 1 (stdout) or 2 (stderr).
  * The data is raw bytes, possibly cut inside a UTF-8 character. */

@@ -57,8 +57,11 @@ struct zygote;
 struct cgroup_limits;
 
 /* Zygotes (zygote.c): one per profile, forking sessions. */
+/* layer_dir (may be NULL, borrowed) is the profile's layer, bound into the zygote and from
+ * there into each of its sessions. */
 int zygote_start(const struct jail_features *features, const struct profile *p, char *const *envp,
-                 const char *runner_path, struct zygote **ret_z, struct airlock_error *err);
+                 const char *runner_path, const char *layer_dir, struct zygote **ret_z,
+                 struct airlock_error *err);
 int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *limits,
                 struct sandbox **ret_sb, struct airlock_error *err);
 bool zygote_is_alive(struct zygote *z);
@@ -80,8 +83,23 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
 /* The generation of the zygote sb was forked from, or 0 for a sandbox of its own exec. */
 unsigned sandbox_zygote_generation(const struct sandbox *sb);
 
-/* The session environment a profile's runner gets (caller frees with strv_free). */
-int sandbox_build_env(const struct profile *p, const char *workdir, char ***ret_envp);
+/* The session environment a profile's runner gets (caller frees with strv_free); layer_dir
+ * (may be NULL) is the profile's layer, whose site-packages goes on PYTHONPATH. */
+int sandbox_build_env(const struct profile *p, const char *workdir, const char *layer_dir,
+                      char ***ret_envp);
+
+/* What a profile's network puts into its sandboxes' jail (jail_config's hosts_extra and
+ * connect_ports): the /etc/hosts lines of the forwarded names, and the TCP ports code may
+ * connect to. A NULL network, or mode none, gives neither. */
+struct sandbox_egress {
+        char *hosts_extra; /* NULL: none */
+        uint16_t ports[EGRESS_RULES_MAX + 2];
+        size_t n_ports;
+};
+/* Fills *ret from network (borrowed). Returns 0 or -ENOMEM; release with
+ * sandbox_egress_done() either way. */
+int sandbox_egress_init(const struct egress_policy *network, struct sandbox_egress *ret);
+void sandbox_egress_done(struct sandbox_egress *e);
 
 json_t *profile_imports_json(const struct profile *p);
 json_t *profile_preload_json(const struct profile *p);

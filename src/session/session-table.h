@@ -84,6 +84,9 @@ struct profile_slot {
         atomic_uint generation;
         uint64_t rotate_retry_ns; /* a replacement failed: try again from then on (zlock) */
         char **envp;              /* the environment of the profile's runners */
+        /* The profile's layer (docs/PROFILES.md), a host directory, or NULL: bound into the
+         * zygote and cold sandboxes started from now on; envp was built with it. */
+        char *layer_dir;
         unsigned pool_target;
         bool pool_failed; /* a warm session could not start: do not keep retrying */
         struct pool_member *pool;

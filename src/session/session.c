@@ -1005,6 +1005,7 @@ void session_manager_free(struct session_manager *mgr)
                 free(slot->pool);
                 zygote_unref(slot->zygote);
                 strv_free(slot->envp);
+                free(slot->layer_dir);
                 pthread_mutex_destroy(&slot->zlock);
                 /* Sessions still referenced elsewhere keep a pointer to the profile; the
                  * manager is freed last, after every request has finished. */

@@ -55,7 +55,7 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
                 return -ENOMEM;
         }
         mgr->profiles = slots;
-        r = sandbox_build_env(p, NULL, &slot->envp);
+        r = sandbox_build_env(p, NULL, slot->layer_dir, &slot->envp);
         if (r < 0) {
                 free(slot);
                 profile_free(p);
@@ -91,8 +91,8 @@ static int get_zygote(struct session_manager *mgr, struct profile_slot *slot, st
                 slot->zygote = NULL;
         }
         if (!slot->zygote) {
-                r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path, &z,
-                                 err);
+                r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path,
+                                 slot->layer_dir, &z, err);
                 if (r >= 0)
                         install_zygote(slot, z);
         }
@@ -127,7 +127,8 @@ static bool rotate_zygote(struct session_manager *mgr, struct profile_slot *slot
                 zygote_unref(old);
                 return false;
         }
-        r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path, &z, &err);
+        r = zygote_start(mgr->cfg.features, slot->profile, slot->envp, mgr->runner_path,
+                         slot->layer_dir, &z, &err);
         pthread_mutex_lock(&slot->zlock);
         if (r < 0) {
                 slot->rotate_retry_ns = now_ns() + ZYGOTE_RETRY_MS * 1000000ULL;
@@ -222,7 +223,8 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
                                                         .profile = p,
                                                         .name = name,
                                                         .runner_path = mgr->runner_path,
-                                                        .preload = true },
+                                                        .preload = true,
+                                                        .layer_dir = slot->layer_dir },
                              ret_sb, err);
 }
 

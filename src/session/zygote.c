@@ -39,6 +39,9 @@ struct zygote {
         unsigned generation;        /* unique in this daemon, never 0 */
         unsigned forks;             /* sandboxes forked so far */
         uint64_t ready_ns;          /* monotonic time the zygote said ready */
+        /* The profile's /etc/hosts lines and connect ports, sent with every fork: each session
+         * builds its own root and Landlock ruleset (src/runner/zygote.c). */
+        struct sandbox_egress egress;
 };
 
 /* Every zygote started by this daemon gets the next number: pool members remember theirs, so
@@ -53,6 +56,7 @@ static void zygote_destroy(struct zygote *z)
                         z->profile->name, z->forks, (double) (now_ns() - z->ready_ns) / 1e9,
                         z->generation);
         z->jail = jail_free(z->jail);
+        sandbox_egress_done(&z->egress);
         pthread_mutex_destroy(&z->lock);
         free(z);
 }
@@ -148,7 +152,8 @@ static char **zygote_env(char *const *envp)
 }
 
 int zygote_start(const struct jail_features *features, const struct profile *p, char *const *envp,
-                 const char *runner_path, struct zygote **ret_z, struct airlock_error *err)
+                 const char *runner_path, const char *layer_dir, struct zygote **ret_z,
+                 struct airlock_error *err)
 {
         _cleanup_free_ char **zenv = NULL;
         struct zygote *z;
@@ -168,6 +173,11 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         pthread_mutex_init(&z->lock, NULL);
         z->profile = p;
         z->features = features;
+        r = sandbox_egress_init(p->network, &z->egress);
+        if (r < 0) {
+                zygote_destroy(z);
+                return r;
+        }
 
         if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
                 memset(rnd, 0, sizeof(rnd));
@@ -186,6 +196,7 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         cfg.tmp_bytes = 16u << 20;
         cfg.files = 1024;
         cfg.zygote_slots = ZYGOTE_SLOTS;
+        cfg.layer_dir = layer_dir;
         r = jail_spawn(features, &cfg, &z->jail, err);
         if (r < 0) {
                 zygote_destroy(z);
@@ -194,14 +205,14 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         (void) fcntl_nonblock(z->jail->stdout_fd);
         (void) fcntl_nonblock(z->jail->stderr_fd);
 
-        frame = json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:{s:i, s:b, s:b}}", "op", "init",
-                          "profile", p->name, "output_max", (json_int_t) p->limits.output_bytes,
-                          "memory_bytes", (json_int_t) p->limits.memory_bytes, "imports",
-                          profile_imports_json(p), "policy",
-                          p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "preload",
-                          profile_preload_json(p), "features", "landlock_abi",
+        frame = json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:{s:i, s:b, s:b}, s:b}", "op",
+                          "init", "profile", p->name, "output_max",
+                          (json_int_t) p->limits.output_bytes, "memory_bytes",
+                          (json_int_t) p->limits.memory_bytes, "imports", profile_imports_json(p),
+                          "policy", p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none",
+                          "preload", profile_preload_json(p), "features", "landlock_abi",
                           features->landlock_abi, "mount_setattr", features->mount_setattr,
-                          "proc_subset_pid", features->proc_subset_pid);
+                          "proc_subset_pid", features->proc_subset_pid, "layer", layer_dir != NULL);
         r = frame ? wire_send(z->jail->ctl_fd, frame) : -ENOMEM;
         json_decref(frame);
         frame = NULL;
@@ -278,6 +289,36 @@ void zygote_release_slot(struct zygote *z, unsigned slot)
         pthread_mutex_unlock(&z->lock);
 }
 
+/* The fork request for slot: the session's limits, and the egress part of its jail. */
+static json_t *fork_request(const struct zygote *z, unsigned slot)
+{
+        const struct profile *p = z->profile;
+        json_t *frame, *ports;
+
+        frame = json_pack("{s:s, s:i, s:I, s:I, s:i, s:i}", "op", "fork", "slot", (int) slot,
+                          "workspace_bytes", (json_int_t) p->limits.workspace_bytes, "tmp_bytes",
+                          (json_int_t) p->limits.tmp_bytes, "pids", (int) p->limits.pids, "files",
+                          (int) p->limits.files);
+        if (!frame || !z->egress.n_ports)
+                return frame;
+        ports = json_array();
+        if (!ports || json_object_set_new(frame, "connect_ports", ports) < 0) {
+                json_decref(frame);
+                return NULL;
+        }
+        for (size_t i = 0; i < z->egress.n_ports; i++)
+                if (json_array_append_new(ports, json_integer(z->egress.ports[i])) < 0) {
+                        json_decref(frame);
+                        return NULL;
+                }
+        if (z->egress.hosts_extra &&
+            json_object_set_new(frame, "hosts_extra", json_string(z->egress.hosts_extra)) < 0) {
+                json_decref(frame);
+                return NULL;
+        }
+        return frame;
+}
+
 int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *limits,
                 struct sandbox **ret_sb, struct airlock_error *err)
 {
@@ -312,10 +353,7 @@ int zygote_fork(struct zygote *z, const char *name, const struct cgroup_limits *
         z->used[slot] = true;
         z->next_slot = slot + 1;
         drain_output(z);
-        frame = json_pack("{s:s, s:i, s:I, s:I, s:i, s:i}", "op", "fork", "slot", (int) slot,
-                          "workspace_bytes", (json_int_t) p->limits.workspace_bytes, "tmp_bytes",
-                          (json_int_t) p->limits.tmp_bytes, "pids", (int) p->limits.pids, "files",
-                          (int) p->limits.files);
+        frame = fork_request(z, slot);
         r = frame ? wire_send(z->jail->ctl_fd, frame) : -ENOMEM;
         json_decref(frame);
         frame = NULL;

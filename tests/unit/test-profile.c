@@ -515,23 +515,29 @@ static const struct bad_case bad_cases[] = {
         { LIMIT("\"files\": 100000"), "limits.files" },
 };
 
-Test(parse, malformed_inputs_are_einval_and_name_the_key)
+/* Each row must fail with -EINVAL, write nothing, and say the file and the row's words. */
+static void expect_bad_cases(const struct bad_case *cases, size_t n)
 {
-        for (size_t i = 0; i < ELEMENTSOF(bad_cases); i++) {
+        for (size_t i = 0; i < n; i++) {
                 _cleanup_profile_ struct profile *p = NULL;
                 struct airlock_error err = { "" };
-                int r = parse(bad_cases[i].text, &p, &err);
+                int r = parse(cases[i].text, &p, &err);
 
                 cr_expect_eq(r, -EINVAL, "case %zu (%s): returned %d, expected -EINVAL", i,
-                             bad_cases[i].text, r);
+                             cases[i].text, r);
                 cr_expect_null(p, "case %zu: output written on failure", i);
                 cr_expect(strstr(err.msg, "test.json") != NULL,
-                          "case %zu (%s): message does not name the file: %s", i, bad_cases[i].text,
+                          "case %zu (%s): message does not name the file: %s", i, cases[i].text,
                           err.msg);
-                cr_expect(strstr(err.msg, bad_cases[i].expect) != NULL,
-                          "case %zu (%s): message does not contain '%s': %s", i, bad_cases[i].text,
-                          bad_cases[i].expect, err.msg);
+                cr_expect(strstr(err.msg, cases[i].expect) != NULL,
+                          "case %zu (%s): message does not contain '%s': %s", i, cases[i].text,
+                          cases[i].expect, err.msg);
         }
+}
+
+Test(parse, malformed_inputs_are_einval_and_name_the_key)
+{
+        expect_bad_cases(bad_cases, ELEMENTSOF(bad_cases));
 }
 
 Test(parse, null_err_is_allowed)
@@ -872,4 +878,156 @@ Test(parse, code_tools)
         cr_expect_not(profile_tool_pattern_is_valid("crm/x"));
         cr_expect_not(profile_tool_pattern_is_valid("/*"));
         cr_expect_not(profile_tool_pattern_is_valid(""));
+}
+
+/* "packages": pip's index (reachable through the profile's network, or the profile is
+ * invalid), trusted hosts, the layer's requirements and wheels directory. */
+
+#define NET(rules) "\"network\": {\"mode\": \"allow\", \"allow\": [" rules "]}"
+#define PKG(net, body) WITH(net ", \"packages\": {" body "}")
+
+Test(packages, all_keys)
+{
+        _cleanup_profile_ struct profile *p = NULL;
+        struct airlock_error err = { "" };
+        static const char *const install[] = { "rdkit==2024.3",
+                                               "pandas[excel,xml]>=2,<3",
+                                               "numpy",
+                                               "scipy~=1.10",
+                                               "torch==2.1.0+cpu",
+                                               "pkg!=1.*",
+                                               NULL };
+
+        cr_assert_eq(parse(PKG(NET("\"pypi.internal:443\""),
+                               "\"index_url\": \"https://PyPI.internal/simple\","
+                               " \"trusted_host\": \"pypi.internal\","
+                               " \"install\": [\"rdkit==2024.3\", \"pandas[excel,xml]>=2,<3\","
+                               " \"numpy\", \"scipy~=1.10\", \"torch==2.1.0+cpu\","
+                               " \"pkg!=1.*\"],"
+                               " \"wheels\": \"/srv/wheels\""),
+                           &p, &err),
+                     0, "%s", err.msg);
+        cr_expect_str_eq(p->packages.index_url, "https://PyPI.internal/simple");
+        expect_strv_eq(p->packages.trusted_hosts, (const char *const[]){ "pypi.internal", NULL },
+                       "trusted_hosts");
+        expect_strv_eq(p->packages.install, install, "install");
+        cr_expect_str_eq(p->packages.wheels_dir, "/srv/wheels");
+}
+
+Test(packages, absent_is_all_null)
+{
+        _cleanup_profile_ struct profile *p = NULL;
+        struct airlock_error err = { "" };
+
+        cr_assert_eq(parse(WITH("\"packages\": {}"), &p, &err), 0, "%s", err.msg);
+        cr_expect_null(p->packages.index_url);
+        cr_expect_null(p->packages.trusted_hosts);
+        cr_expect_null(p->packages.install);
+        cr_expect_null(p->packages.wheels_dir);
+}
+
+/* The index's host and port (the scheme's default when absent) against the network's rules:
+ * names by name rules, literals by address rules. */
+Test(packages, index_url_must_be_reachable)
+{
+        static const struct {
+                const char *rules, *url;
+                bool ok;
+        } cases[] = {
+                { "\"pypi.internal:443\"", "https://pypi.internal/simple", true },
+                { "\"pypi.internal:443\"", "https://pypi.internal:443/simple/", true },
+                { "\"pypi.internal:443\"", "https://pypi.internal./simple", true },
+                { "\"pypi.internal:443\"", "http://pypi.internal/simple", false },
+                { "\"pypi.internal:8080\"", "http://pypi.internal:8080", true },
+                { "\"*.corp.internal:443\"", "https://pypi.corp.internal/simple", true },
+                { "\"*.corp.internal:443\"", "https://corp.internal/simple", false },
+                { "\"10.1.2.0/24:80\"", "http://10.1.2.9/simple", true },
+                { "\"10.1.2.0/24:80\"", "http://10.1.3.9/simple", false },
+                { "\"10.1.2.7:8080\"", "http://10.1.2.7:8080/simple", true },
+                { "\"[fd00::7]:8443\"", "https://[fd00::7]:8443/simple", true },
+                { "\"[fd00::7]:8443\"", "https://[fd00::8]:8443/simple", false },
+                /* A name that resolves to an allowed address is still only a name. */
+                { "\"10.1.2.7:443\"", "https://pypi.internal/simple", false },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_profile_ struct profile *p = NULL;
+                struct airlock_error err = { "" };
+                char text[1024];
+                int r;
+
+                (void) snprintf(text, sizeof(text),
+                                "{" OK_HEAD
+                                ", " NET("%s") ", \"packages\": {\"index_url\": \"%s\"}}",
+                                cases[i].rules, cases[i].url);
+                r = parse(text, &p, &err);
+                if (cases[i].ok) {
+                        cr_expect_eq(r, 0, "case %zu (%s): %s", i, cases[i].url, err.msg);
+                } else {
+                        cr_expect_eq(r, -EINVAL, "case %zu (%s) was accepted", i, cases[i].url);
+                        cr_expect(strstr(err.msg, "packages.index_url") &&
+                                          strstr(err.msg, "network.allow"),
+                                  "case %zu: %s", i, err.msg);
+                }
+        }
+}
+
+Test(packages, index_url_names_the_rule_to_add)
+{
+        _cleanup_profile_ struct profile *p = NULL;
+        struct airlock_error err = { "" };
+
+        cr_expect_eq(parse(WITH("\"packages\": {\"index_url\": \"https://pypi.internal/simple\"}"),
+                           &p, &err),
+                     -EINVAL);
+        cr_expect(strstr(err.msg, "test.json: packages.index_url:") != NULL, "%s", err.msg);
+        cr_expect(strstr(err.msg, "add \"pypi.internal:443\" to network.allow") != NULL, "%s",
+                  err.msg);
+}
+
+static const struct bad_case bad_packages[] = {
+        { WITH("\"packages\": []"), "packages" },
+        { WITH("\"packages\": {\"index\": \"x\"}"), "unknown key \"index\"" },
+        { PKG(NET("\"p:443\""), "\"index_url\": 1"), "packages.index_url" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"ftp://p/simple\""), "http:// or https://" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"p/simple\""), "http:// or https://" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https://user:pw@p/simple\""), "credentials" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https://p/a b\""), "without spaces" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https://p/\\u00e9\""), "non-ASCII" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https:///simple\""), "valid host" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https://p:0/simple\""), "valid host" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https://p:99999/simple\""), "valid host" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https://fd00::7/simple\""), "valid host" },
+        { PKG(NET("\"p:443\""), "\"index_url\": \"https://p..q/simple\""), "valid host" },
+        { WITH("\"packages\": {\"trusted_host\": 5}"), "packages.trusted_host" },
+        { WITH("\"packages\": {\"trusted_host\": [\"a b\"]}"), "packages.trusted_host[0]" },
+        { WITH("\"packages\": {\"trusted_host\": [\"p\", \"p:x\"]}"), "packages.trusted_host[1]" },
+        { WITH("\"packages\": {\"trusted_host\": \"--index-url=x\"}"), "packages.trusted_host[0]" },
+        { WITH("\"packages\": {\"install\": \"numpy\"}"), "packages.install" },
+        { WITH("\"packages\": {\"install\": [1]}"), "packages.install[0]" },
+        { WITH("\"packages\": {\"install\": [\"-e .\"]}"), "pip options are not accepted" },
+        { WITH("\"packages\": {\"install\": [\"--index-url=http://evil\"]}"), "pip options" },
+        { WITH("\"packages\": {\"install\": [\"numpy\", \"pandas >=2\"]}"), "packages.install[1]" },
+        { WITH("\"packages\": {\"install\": [\"x rm -rf /\"]}"), "space" },
+        { WITH("\"packages\": {\"install\": [\"x;id\"]}"), "shell or marker character" },
+        { WITH("\"packages\": {\"install\": [\"x$(id)\"]}"), "shell or marker character" },
+        { WITH("\"packages\": {\"install\": [\"x`id`\"]}"), "shell or marker character" },
+        { WITH("\"packages\": {\"install\": [\"x|id\"]}"), "shell or marker character" },
+        { WITH("\"packages\": {\"install\": [\"x@https://evil/x.whl\"]}"), "direct reference" },
+        { WITH("\"packages\": {\"install\": [\"./local/pkg\"]}"), "packages.install[0]" },
+        { WITH("\"packages\": {\"install\": [\"numpy==\"]}"), "version is missing" },
+        { WITH("\"packages\": {\"install\": [\"numpy=1\"]}"), "version specifier" },
+        { WITH("\"packages\": {\"install\": [\"numpy>=1,\"]}"), "ends with a comma" },
+        { WITH("\"packages\": {\"install\": [\"pandas[excel\"]}"), "[extras]" },
+        { WITH("\"packages\": {\"install\": [\"pandas[]\"]}"), "[extras]" },
+        { WITH("\"packages\": {\"install\": [\"_x\"]}"), "distribution name" },
+        { WITH("\"packages\": {\"install\": [\"\"]}"), "distribution name" },
+        { WITH("\"packages\": {\"wheels\": \"wheels\"}"), "packages.wheels" },
+        { WITH("\"packages\": {\"wheels\": \"/srv/../etc\"}"), "packages.wheels" },
+        { WITH("\"packages\": {\"wheels\": [\"/srv\"]}"), "packages.wheels" },
+};
+
+Test(packages, malformed_inputs_are_einval_and_say_why)
+{
+        expect_bad_cases(bad_packages, ELEMENTSOF(bad_packages));
 }

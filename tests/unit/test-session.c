@@ -363,3 +363,93 @@ Test(recent, keeps_the_newest_and_cuts_between_characters)
         json_decref(list);
         recent_free(r);
 }
+
+/* A profile layer (sandbox_options.layer_dir) in a sandbox of its own exec: bound read-only,
+ * nosuid and nodev at JAIL_LAYER_PATH, its site-packages importable by the runner's Python and,
+ * through PYTHONPATH, by a python3 the code starts. Needs what `airlock run` needs. */
+#define LAYER_CHECK                                                                                \
+        "import os, subprocess, sys\n"                                                             \
+        "import fakelayer\n"                                                                       \
+        "print(fakelayer.__file__)\n"                                                              \
+        "print(os.environ.get('PYTHONPATH'))\n"                                                    \
+        "try:\n"                                                                                   \
+        "    open('/opt/airlock/layer/site-packages/new.py', 'w')\n"                               \
+        "except OSError as e:\n"                                                                   \
+        "    print(e.errno == 30)\n"                                                               \
+        "m = [l.split() for l in open('/proc/self/mountinfo')]\n"                                  \
+        "opts = [f[5].split(',') for f in m if f[4] == '/opt/airlock/layer']\n"                    \
+        "print(len(opts) == 1 and {'ro', 'nosuid', 'nodev'} <= set(opts[0]))\n"                    \
+        "print(subprocess.run(['python3', '-c', 'import fakelayer; print(fakelayer.WHERE)'],\n"    \
+        "                     capture_output=True, text=True).stdout, end='')\n"
+
+static char layer_dir[] = "/tmp/airlock-unit-layer-XXXXXX";
+
+static void layer_teardown(void)
+{
+        char path[4096];
+
+        (void) snprintf(path, sizeof(path), "%s/site-packages/fakelayer/__init__.py", layer_dir);
+        (void) unlink(path);
+        (void) snprintf(path, sizeof(path), "%s/site-packages/fakelayer", layer_dir);
+        (void) rmdir(path);
+        (void) snprintf(path, sizeof(path), "%s/site-packages", layer_dir);
+        (void) rmdir(path);
+        (void) rmdir(layer_dir);
+}
+
+Test(sandbox, layer_is_bound_read_only_and_importable, .fini = layer_teardown)
+{
+        static const char want[] = "/opt/airlock/layer/site-packages/fakelayer/__init__.py\n"
+                                   "/opt/airlock/layer/site-packages\nTrue\nTrue\nlayer\n";
+        static const char profile_text[] = "{\"description\": \"d\", \"languages\": [\"python\"]}";
+        struct airlock_error err = { "" };
+        struct jail_features f;
+        struct profile *p = NULL;
+        struct sandbox *sb = NULL;
+        json_t *result = NULL;
+        char path[4096];
+        FILE *file;
+        int r;
+
+        jail_probe(&f);
+        if (jail_check_mode(&f, JAIL_NAMESPACES, &err) < 0) {
+                jail_features_done(&f);
+                cr_skip_test("no namespaces isolation here: %s", err.msg);
+        }
+        cr_assert_not_null(mkdtemp(layer_dir));
+        (void) snprintf(path, sizeof(path), "%s/site-packages", layer_dir);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        (void) snprintf(path, sizeof(path), "%s/site-packages/fakelayer", layer_dir);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        (void) snprintf(path, sizeof(path), "%s/site-packages/fakelayer/__init__.py", layer_dir);
+        file = fopen(path, "w");
+        cr_assert_not_null(file);
+        fputs("WHERE = 'layer'\n", file);
+        cr_assert_eq(fclose(file), 0);
+        /* The sandbox's user reads the layer through the bind. */
+        cr_assert_eq(chmod(layer_dir, 0755), 0);
+
+        r = profile_parse("unit-layer", "unit-layer.json", profile_text, strlen(profile_text), &p,
+                          &err);
+        cr_assert_eq(r, 0, "%s", err.msg);
+        r = sandbox_start(
+                &f,
+                &(struct sandbox_options){
+                        .mode = JAIL_NAMESPACES,
+                        .profile = p,
+                        .name = "airlock-run-unit-layer",
+                        .runner_path = AIRLOCK_TEST_BUILD_DIR "/src/runner/airlock-runner",
+                        .layer_dir = layer_dir,
+                },
+                &sb, &err);
+        cr_assert_eq(r, 0, "%s", err.msg);
+        r = sandbox_exec(sb, &(struct exec_request){ .language = "python", .code = LAYER_CHECK },
+                         &result, &err);
+        cr_assert_eq(r, 0, "%s", err.msg);
+        cr_expect_str_eq(json_string_value(json_object_get(result, "stdout")), want, "%s",
+                         json_dumps(result, JSON_INDENT(1)));
+        json_decref(result);
+        sandbox_free(sb);
+        profile_free(p);
+        jail_features_done(&f);
+}

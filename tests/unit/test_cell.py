@@ -773,3 +773,73 @@ def test_tool_function_unpickles_without_the_channel(cell, monkeypatch):
     assert "Internal tool 'echo' of server 'fx'" in echo.__doc__
     with pytest.raises(RuntimeError, match="while a cell runs"):
         echo(text="x")
+
+
+# --- %pip and the session's site directory (docs/NETWORK.md, "Inside the sandbox") ----------
+
+def test_pip_lines_become_calls_in_place(fresh):
+    code = "x = 1\n%pip install a 'b>=2'\nif x:\n    %pip list  \nprint(x)\n"
+    out = fresh._pip_lines(code)
+    assert out.splitlines() == ["x = 1", "_airlock_pip(\"install a 'b>=2'\")", "if x:",
+                                "    _airlock_pip('list')", "print(x)"]
+    assert fresh._pip_lines("x = '%pip'\n") == "x = '%pip'\n"
+    plain = "print(1)\n"
+    assert fresh._pip_lines(plain) is plain
+
+
+def test_pip_lines_inside_a_string_stay_text(fresh):
+    code = 's = """\n%pip install no\n"""\n%pip install yes\n'
+    out = fresh._pip_lines(code).splitlines()
+    assert out[1] == "%pip install no" and out[3] == "_airlock_pip('install yes')", out
+
+
+def test_pip_magic_runs_pip_and_stops_the_cell_when_it_fails(cell, monkeypatch, tmp_path):
+    calls = []
+
+    def fake_call(argv):
+        calls.append(argv)
+        return 0 if argv[-1] == "good" else 1
+
+    import subprocess as sp
+    monkeypatch.setattr(sp, "call", fake_call)
+    monkeypatch.setenv("AIRLOCK_PIP_NO_INDEX", "profile 'p' has no package index")
+    reply = cell.run_cell("a = 1\n%pip install good\na = 2\n%pip install bad\na = 3")
+    assert calls == [["pip", "install", "good"], ["pip", "install", "bad"]], calls
+    assert reply["status"] == "error" and reply["error"]["name"] == "PipError", reply
+    assert reply["error"]["value"] == ("pip install failed (exit status 1): profile 'p' has no "
+                                       "package index"), reply
+    assert "%pip install bad" in reply["error"]["traceback"], reply
+    assert sys.modules["__main__"].a == 2
+
+
+def test_a_syntax_error_shows_the_pip_line_as_written(cell):
+    reply = cell.run_cell("%pip install x\n  %pip install y\n")
+    assert reply["error"]["name"] == "IndentationError", reply
+    assert "%pip install y" in reply["error"]["traceback"], reply
+    assert "_airlock_pip" not in reply["error"]["traceback"], reply
+
+
+def test_site_dir_joins_sys_path_when_it_appears_and_is_not_a_produced_file(
+        cell, monkeypatch, tmp_path):
+    base = pathlib.Path.cwd() / ".local"
+    monkeypatch.setenv("PYTHONUSERBASE", str(base))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    site = base / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    assert cell.run_cell("1")["status"] == "ok"
+    assert str(site) not in sys.path
+
+    # What pip would do from a bash cell: the next cell imports it.
+    (site / "egcellpkg").mkdir(parents=True)
+    (site / "egcellpkg" / "__init__.py").write_text("V = 7\n")
+    (site / "extra.pth").write_text(str(tmp_path) + "\n")
+    reply = cell.run_cell("import egcellpkg\negcellpkg.V")
+    assert reply["result"] == "7", reply
+    assert str(tmp_path) in sys.path, "the new .pth file was processed"
+    system = [i for i, p in enumerate(sys.path)
+              if p.startswith("/usr/") and p.endswith("-packages")]
+    assert not system or sys.path.index(str(site)) < system[0], sys.path
+
+    # Files written there are not what the cell made; the others still are.
+    reply = cell.run_cell("open('.local/x.txt', 'w').write('x')\nopen('made.txt', 'w').write('m')")
+    assert [f["path"] for f in reply["files"]] == ["made.txt"], reply["files"]
+    sys.modules.pop("egcellpkg", None)
