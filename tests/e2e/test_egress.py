@@ -107,6 +107,11 @@ def text_of(out):
     return (out.get("stdout") or "") + (out.get("stderr") or "") + json.dumps(out.get("error"))
 
 
+def show(out):
+    """An execution object in full (cut to a readable size), for an assertion's message."""
+    return json.dumps(out, indent=1)[-6000:]
+
+
 # ------------------------------------------------------------------------------------------
 # The lab itself
 # ------------------------------------------------------------------------------------------
@@ -152,9 +157,9 @@ def test_done_means_the_mirror_and_the_database_work_and_nothing_else(lab, d, se
     lab.reset()
     sid = sessions.new(profile="etl")
     out = run(d, sid, "pip install labpkg", language="bash")
-    assert out["status"] == "ok" and out["exit_code"] == 0, out
-    assert "Successfully installed" in out["stdout"], out
-    assert "labpkg-2.0" in out["stdout"] and "labdep-1.0" in out["stdout"], out
+    assert out["status"] == "ok" and out["exit_code"] == 0, show(out)
+    assert "Successfully installed" in out["stdout"], show(out)
+    assert "labpkg-2.0" in out["stdout"] and "labdep-1.0" in out["stdout"], show(out)
 
     r, _ = cell(d, sid, r'''
         import labpkg, labdep
@@ -187,9 +192,9 @@ def test_done_means_the_mirror_and_the_database_work_and_nothing_else(lab, d, se
 
     # %pip in a Python cell: installed into the same per-session site dir, importable at once
     out = run(d, sid, "%pip install labextra")
-    assert out["status"] == "ok", out
+    assert out["status"] == "ok", show(out)
     out = run(d, sid, "import labextra\nlabextra.VERSION")
-    assert out["status"] == "ok" and out["result"] == "'0.1'", out
+    assert out["status"] == "ok" and out["result"] == "'0.1'", show(out)
 
     servers = lab.stats()["servers"]
     assert servers["pypi-tls"]["connections"] >= 1, servers["pypi-tls"]
@@ -599,7 +604,7 @@ def test_usage_counts_connections_bytes_and_destinations_and_the_audit_log_has_t
 
     lean = sessions.new(profile="lean")
     plain = run(d, lean, "1")
-    assert "network" not in plain["usage"], plain["usage"]
+    assert "network" not in plain["usage"], show(plain)
 
     def connections():
         return [e for e in audit_lines(d) if e["event"] == "egress.connection"
@@ -642,12 +647,12 @@ def test_pip_without_an_index_fails_fast_saying_so(lab, d, sessions):
     lab.reset()
     sid = sessions.new(profile="noindex")
     out = run(d, sid, "pip install labpkg", language="bash")
-    assert out["exit_code"] != 0, out
-    assert "package index" in text_of(out), out
+    assert out["exit_code"] != 0, show(out)
+    assert "package index" in text_of(out), show(out)
     out = run(d, sid, "%pip install labpkg")
-    assert "package index" in text_of(out), out
+    assert "package index" in text_of(out), show(out)
     out = run(d, sid, "import labpkg")
-    assert out["status"] == "error" and out["error"]["name"] == "ModuleNotFoundError", out
+    assert out["status"] == "error" and out["error"]["name"] == "ModuleNotFoundError", show(out)
     assert lab.hits("pypi") == 0 and lab.hits("pypi-tls") == 0
 
 
@@ -662,8 +667,9 @@ def test_a_profile_layer_is_built_from_the_mirror(lab, d, sessions):
     assert any(t.startswith("/packages/labpkg-1.0") for t in targets), targets
     sid = sessions.new(profile="layered")
     out = run(d, sid, "import labpkg\n(labpkg.VERSION, labpkg.__file__)")
-    assert out["status"] == "ok", out
-    assert out["result"] == "('1.0', '/opt/airlock/layer/site-packages/labpkg/__init__.py')", out
+    assert out["status"] == "ok", show(out)
+    assert out["result"] == "('1.0', '/opt/airlock/layer/site-packages/labpkg/__init__.py')", \
+        show(out)
 
 
 # ------------------------------------------------------------------------------------------
