@@ -1095,3 +1095,74 @@ def run_on_pty(code, *, language="python", json_mode=False, timeout=20, hard_tim
         os.close(master)
         os.close(slave)
     return p.returncode, bytes(output), leftover
+
+
+# --------------------------------------------------------------------------------------------
+# Egress (test_44_egress_sockets.py, test_45_egress_proxy.py): a daemon in the network lab
+# --------------------------------------------------------------------------------------------
+
+# The allow-list of the egress cases: names, an address, an IPv6 literal, a database port. The
+# lab's hosts are described in tests/e2e/netlab.py; nothing outside the lab is ever contacted.
+EGRESS_ALLOW = ["other.internal:80", "other.internal:443", "db.internal:5432",
+                "10.77.0.40:80", "[fd00:77::10]:80"]
+
+
+class EgressLab:
+    """The lab, its daemon (its environment holds SECRET_ENV, its token is AIRLOCK_TOKEN's)
+    and cells in fresh sessions of the profile "hostile-egress" (EGRESS_ALLOW)."""
+
+    def __init__(self, netlab, lab, daemon):
+        self.netlab = netlab
+        self.lab = lab
+        self.d = daemon
+
+    def cell(self, body, profile="hostile-egress", timeout=60):
+        """Runs body (with netlab.CELL_HELPERS; it fills R) in a new session, deleted
+        afterwards; returns R."""
+        sid = self.d.create_session(profile=profile)
+        try:
+            r, _ = self.netlab.cell(self.d, sid, body, timeout=timeout)
+            print(f"payload result: {json.dumps(r, sort_keys=True)[:20000]}")
+            return r
+        finally:
+            self.d.delete_session(sid)
+
+    def quiet(self, *names):
+        """Asserts that the lab's servers of these names (and the metadata servers) accepted
+        no connection, and that the daemon still answers."""
+        servers = self.lab.stats()["servers"]
+        for name in set(names) | set(self.netlab.FORBIDDEN_SERVERS):
+            assert servers[name]["connections"] == 0, (name, servers[name])
+        r = self.d.get("/healthz", timeout=10)
+        assert r.status_code == 200, self.d.why(r)
+
+
+@pytest.fixture(scope="session")
+def egress():
+    if VIA_DAEMON:
+        pytest.skip("the egress cases run once, under the default AIRLOCK_HOSTILE_VIA=cli: "
+                    "they start their own daemon inside a network lab either way")
+    require_binary()
+    import sys
+    e2e = str(REPO / "tests" / "e2e")
+    if e2e not in sys.path:
+        sys.path.insert(0, e2e)
+    import netlab
+    why = netlab.unavailable()
+    if why:
+        pytest.skip(why)
+    lab = netlab.Lab(parent=SESSION_DIR)
+    try:
+        lab.start()
+        profile = {"description": "hostile suite: egress through the proxy",
+                   "languages": ["python", "bash"], "preload": [],
+                   "network": {"mode": "allow", "allow": EGRESS_ALLOW}}
+        env = cli_env({"AIRLOCK_PROFILES_DIR": str(lab.profiles_dir)})
+        d = lab.daemon({"hostile-egress": profile}, args=["--pool-size", "1"], env=env,
+                       token_env=SECRET_ENV["AIRLOCK_TOKEN"])
+        yield EgressLab(netlab, lab, d)
+    finally:
+        problems = lab.stop()
+    if problems:
+        pytest.fail("the egress lab's daemon did not stop cleanly:\n  " + "\n  ".join(problems),
+                    pytrace=False)
