@@ -387,8 +387,13 @@ def test_dns_tricks_never_reach_a_forbidden_address(lab, d, sessions):
     for got in r["rebind_lo"]:
         assert got["server"] == f"other-{port}" or is_refusal(got, profile="wide"), got
     assert probe not in d.log_since(offset), "a rebound name reached the daemon's own API"
-    dns = lab.stats()["dns"]
-    assert dns.get("rebind.internal", 0) >= 2, f"the proxy never looked the name up: {dns}"
+    # The proxy looked the name up for each connection and saw both answers: some attempts
+    # landed on the allowed address, the others were refused (a cached answer would leave the
+    # rebinding untested).
+    landed = [got for got in r["rebind_http"] if got["server"] == "other"]
+    assert landed and len(landed) < len(r["rebind_http"]), (
+        f"the rebinding was not exercised: {len(landed)} of {len(r['rebind_http'])} landed; "
+        f"DNS queries {lab.stats()['dns']}")
 
 
 # ------------------------------------------------------------------------------------------
