@@ -140,8 +140,8 @@ class WhoAmI(http.server.BaseHTTPRequestHandler):
         self.server.stats.add(bytes_in=len(data))
         return data
 
-    def handle_any(self):
-        req = self.record()
+    def handle_any(self, req=None):
+        req = req or self.record()
         body = self.read_body()
         addr, port = self.server.server_address[:2]
         obj = {"server": self.server.name, "addr": addr, "port": port, "tls":
@@ -158,7 +158,7 @@ class Index(WhoAmI):
     """The PyPI "simple" API (PEP 503) over the wheels in the lab's index directory."""
 
     def do_GET(self):
-        self.record()
+        req = self.record()
         index = self.server.lab.index_dir
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         if parts[:1] == ["simple"]:
@@ -176,14 +176,14 @@ class Index(WhoAmI):
                 return self.answer(f"<html><body>\n{links}</body></html>\n".encode(), "text/html")
         if parts[:1] == ["packages"] and len(parts) == 2 and parts[1] in os.listdir(index):
             return self.answer((index / parts[1]).read_bytes(), "application/octet-stream")
-        return self.handle_any()
+        return self.handle_any(req)
 
 
 class Bulk(WhoAmI):
     """GET /bytes/N: N zero bytes (at most 1 GiB), for big transfers and the byte cap."""
 
     def do_GET(self):
-        self.record()
+        req = self.record()
         parts = [p for p in self.path.split("/") if p]
         if len(parts) == 2 and parts[0] == "bytes" and parts[1].isdigit():
             n = min(int(parts[1]), 1 << 30)
@@ -202,7 +202,7 @@ class Bulk(WhoAmI):
             except OSError:
                 self.close_connection = True
             return
-        return self.handle_any()
+        return self.handle_any(req)
 
 
 class Echo(socketserver.BaseRequestHandler):
