@@ -42,8 +42,10 @@ struct egress_event {
         const char *session; /* the session's id */
         const char *tenant;
         const char *profile;
-        const char *via;     /* "http", "connect", "socks5" or "forward" */
-        const char *host;    /* as asked for: a name or an address literal */
+        const char *via;  /* "http", "connect", "socks5" or "forward" */
+        const char *host; /* as asked for: a name or an address literal; "" (and port 0)
+                           * when refused before it named one (a malformed request, a
+                           * connection over a cap closed at once) */
         uint16_t port;
         const char *address; /* the resolved address used (text), or NULL */
         const char *reason;  /* REFUSED (and a CLOSE cut by a cap): why, for humans */
@@ -55,12 +57,15 @@ struct egress_options {
         struct egress_denylist deny;    /* copied */
         uint32_t max_connections_total; /* over all sessions; 0 = 4096 */
         uint64_t connect_timeout_ms;    /* 0 = 10 s */
-        /* Called from connection threads; must be quick and thread-safe. May be NULL. */
+        /* Called from connection threads (and the acceptor, for a connection closed at once
+         * over a cap); must be quick and thread-safe, and must not close sessions or free the
+         * engine. May be NULL. */
         void (*on_event)(void *userdata, const struct egress_event *ev);
         void *userdata;
 };
 
-/* Starts the acceptor thread. Returns 0 or -errno with err set. Free with egress_free(), which
+/* Starts the acceptor thread. Sets SIGPIPE to be ignored (a peer that went away is an EPIPE,
+ * not the end of the process). Returns 0 or -errno with err set. Free with egress_free(), which
  * first closes every session still open. */
 int egress_new(const struct egress_options *opts, struct egress **ret, struct airlock_error *err);
 struct egress *egress_free(struct egress *e);
@@ -85,6 +90,16 @@ int egress_session_open(struct egress *e, int pidfd, const struct egress_policy 
 /* Renames the session (a pool member gets its id when handed out). */
 void egress_session_set_info(struct egress_session *s, const struct egress_session_info *info);
 
+/* Replaces the policy connections are checked against from now on (copied): a pool member
+ * opened with its profile's policy takes its session's narrowed one when handed out. The
+ * layout stays. Connections already open are not re-checked. Returns 0 or -ENOMEM (the old
+ * policy stays). */
+int egress_session_set_policy(struct egress_session *s, const struct egress_policy *policy);
+
+/* Replaces the addresses no session may reach (copied): the daemon knows its listening
+ * addresses only once its servers are bound, after the pools started. Returns 0 or -ENOMEM. */
+int egress_set_denylist(struct egress *e, const struct egress_denylist *deny);
+
 /* What the session did since the last take, and resets it: a new object
  *   {"connections": n, "refused": n, "bytes_in": n, "bytes_out": n,
  *    "destinations": [{"host", "port", "connections", "refused", "bytes_in", "bytes_out"}...]}
@@ -95,6 +110,7 @@ json_t *egress_session_take_usage(struct egress_session *s);
 /* Totals since open (for /metrics and GET /v1/sessions/ID): same shape, without resetting. */
 json_t *egress_session_totals(struct egress_session *s);
 
-/* Closes the listeners, cuts every open connection and waits for their threads. Accepts NULL,
- * returns NULL. */
+/* Closes the listeners, cuts every open connection and waits for their threads (a name lookup
+ * in progress cannot be cut: it ends within the resolver's own timeout). Accepts NULL, returns
+ * NULL. */
 struct egress_session *egress_session_close(struct egress_session *s);
