@@ -606,10 +606,10 @@ def socks5(host, port, send=None, cmd=1, methods=b"\x00", timeout=15):
             return out
         try:
             addr = b"\x01" + _socket.inet_pton(_socket.AF_INET, host)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in the name
             try:
                 addr = b"\x04" + _socket.inet_pton(_socket.AF_INET6, host)
-            except OSError:
+            except (OSError, ValueError):  # ValueError: a NUL in the name
                 addr = b"\x03" + bytes([len(host)]) + host.encode()
         s.sendall(b"\x05" + bytes([cmd]) + b"\x00" + addr + port.to_bytes(2, "big"))
         head = s.recv(4)
