@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define API_JSON_BODY_MAX (16u * 1024u * 1024u)
 #define API_FILE_BODY_MAX (64u * 1024u * 1024u)
@@ -45,6 +46,7 @@ struct api_server {
         int listen_fd;
         char *unix_path; /* the socket we created, removed at the end */
         char url[512];
+        struct sockaddr_storage bound; /* the TCP address listened on (AF_UNSPEC: a unix one) */
         /* Request ids are this daemon's random prefix and a counter, so that the ids in an
          * audit log that outlives restarts stay distinct. */
         uint32_t req_prefix;

@@ -76,6 +76,11 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
 /* "http://127.0.0.1:8080" (the bound port when 0 was asked) or "unix:/PATH". Borrowed. */
 const char *api_server_url(const struct api_server *srv);
 
+/* The TCP address the server listens on (its bound port when 0 was asked), for the egress
+ * proxy's denylist. False for a unix socket (and NULL). */
+struct sockaddr_storage;
+bool api_server_sockaddr(const struct api_server *srv, struct sockaddr_storage *ret);
+
 /* Stops accepting connections; requests that arrive on open connections get 503. The ones in
  * progress go on. */
 void api_server_quiesce(struct api_server *srv);

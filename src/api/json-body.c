@@ -38,6 +38,8 @@ static const char *body_type_name(enum body_type t)
                 return "an object";
         case BODY_ARRAY:
                 return "an array";
+        case BODY_NETWORK:
+                return "\"none\" or an object";
         }
         return "?";
 }
@@ -53,6 +55,8 @@ static bool body_type_matches(enum body_type t, const json_t *v)
                 return json_is_object(v);
         case BODY_ARRAY:
                 return json_is_array(v);
+        case BODY_NETWORK:
+                return json_is_object(v) || json_is_string(v);
         }
         return false;
 }
@@ -652,6 +656,7 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
                 { "metadata", BODY_OBJECT, false },
                 { "lifetime_s", BODY_NUMBER, false },
                 { "timeout_s", BODY_NUMBER, false },
+                { "network", BODY_NETWORK, false },
         };
         json_t *root = NULL;
         struct session_body out = { 0 };
@@ -698,6 +703,7 @@ int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct se
                                     &out.timeout_ms, NULL, err);
         if (r < 0)
                 goto fail;
+        out.network = json_object_get(root, "network");
         *ret_root = root;
         *ret = out;
         return 0;

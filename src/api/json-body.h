@@ -27,6 +27,7 @@ enum body_type {
         BODY_NUMBER,
         BODY_OBJECT,
         BODY_ARRAY,
+        BODY_NETWORK, /* "none" or an object (docs/NETWORK.md) */
 };
 
 /* A field an endpoint accepts. */
@@ -77,6 +78,9 @@ struct session_body {
         const json_t *metadata; /* borrowed from *ret_root; NULL = none */
         uint64_t lifetime_s;    /* 0 = none */
         uint64_t timeout_ms;    /* 0 = the profile's */
+        /* {"mode", "allow", "max_connections", "max_bytes"}: the profile's network narrowed
+         * (docs/NETWORK.md; checked by the session layer); borrowed; NULL = the profile's */
+        const json_t *network;
 };
 
 int session_body_parse(const char *buf, size_t len, json_t **ret_root, struct session_body *ret,

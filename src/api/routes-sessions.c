@@ -25,9 +25,10 @@ static const char *field_in_message(const char *msg, const char *const *candidat
 
 int api_handle_session_create(struct api_request *req)
 {
-        static const char *const fields[] = { "stop_after_s", "profile",        "env",
-                                              "code_tools",   "approved_tools", "metadata",
-                                              "lifetime_s",   "timeout_s",      NULL };
+        static const char *const fields[] = {
+                "stop_after_s", "profile",    "env",       "code_tools", "approved_tools",
+                "metadata",     "lifetime_s", "timeout_s", "network",    NULL
+        };
         _cleanup_strv_free_ char **env = NULL, **code_tools = NULL, **approved = NULL;
         struct airlock_error err = { { 0 } };
         struct body_error berr = { { 0 } };
@@ -53,7 +54,8 @@ int api_handle_session_create(struct api_request *req)
                                                              .approved_tools = approved,
                                                              .metadata = body.metadata,
                                                              .lifetime_s = body.lifetime_s,
-                                                             .timeout_ms = body.timeout_ms },
+                                                             .timeout_ms = body.timeout_ms,
+                                                             .network = body.network },
                            &s, &err);
         json_decref(root);
         if (r == -ENOENT)
@@ -62,6 +64,8 @@ int api_handle_session_create(struct api_request *req)
         if (r == -EINVAL)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, field_in_message(err.msg, fields),
                                        "%s", err.msg);
+        if (r == -EPERM) /* a network wider than the profile's */
+                return api_reply_error(req, MHD_HTTP_FORBIDDEN, "network", "%s", err.msg);
         if (r < 0)
                 return api_reply_errno(req, r, NULL, err.msg);
 

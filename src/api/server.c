@@ -811,6 +811,7 @@ static int bind_tcp(struct api_server *srv, const struct api_listen *l, int *ret
                                          e == EADDRINUSE ? " (is another airlock running?)" : "");
         if (getsockname(srv->listen_fd, (struct sockaddr *) &ss, &sslen) < 0)
                 return -errno;
+        srv->bound = ss;
         *ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
                                                    : ((struct sockaddr_in *) &ss)->sin_port);
         (void) snprintf(srv->url, sizeof(srv->url), "http://%s%s%s:%u",
@@ -961,6 +962,14 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
 fail:
         api_server_free(srv);
         return r;
+}
+
+bool api_server_sockaddr(const struct api_server *srv, struct sockaddr_storage *ret)
+{
+        if (!srv || srv->bound.ss_family == AF_UNSPEC)
+                return false;
+        *ret = srv->bound;
+        return true;
 }
 
 const char *api_server_url(const struct api_server *srv)

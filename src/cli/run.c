@@ -2,6 +2,8 @@
  * terminal as it is produced (with terminal escapes neutralised), or the whole execution object
  * is printed with --json. The exit status is the program's own (see cli.h for airlock's). */
 #include "cli.h"
+
+#include "egress/egress.h"
 #include "output.h"
 
 #include "base/cleanup.h"
@@ -162,6 +164,36 @@ static int parse_args(int argc, char **argv, struct run_args *a)
         return 0;
 }
 
+/* A one-shot run says on stderr what the egress proxy refused. */
+static void on_egress_event(void *userdata, const struct egress_event *ev)
+{
+        (void) userdata;
+        if (ev->type == EGRESS_EVENT_REFUSED)
+                fprintf(stderr, "airlock run: network: %s %s:%u refused: %s\n", ev->via, ev->host,
+                        ev->port, ev->reason);
+}
+
+/* Profiles with network "allow": the run's own egress proxy in the sandbox's namespace. */
+static int start_egress(const struct profile *p, enum jail_isolation mode, struct sandbox *sb,
+                        struct egress **ret_egress, struct airlock_error *err)
+{
+        char id[32];
+        int r;
+
+        if (!p->network || p->network->mode != EGRESS_MODE_ALLOW)
+                return 0;
+        if (mode != JAIL_NAMESPACES)
+                return airlock_error_set(err, -EINVAL,
+                                         "profile '%s' allows network through the egress proxy, "
+                                         "which needs the namespaces isolation mode",
+                                         p->name);
+        r = egress_new(&(struct egress_options){ .on_event = on_egress_event }, ret_egress, err);
+        if (r < 0)
+                return r;
+        (void) snprintf(id, sizeof(id), "run-%d", (int) getpid());
+        return sandbox_egress_open(sb, *ret_egress, id, err);
+}
+
 int cmd_run(int argc, char **argv)
 {
         _cleanup_free_ char *code = NULL;
@@ -170,6 +202,7 @@ int cmd_run(int argc, char **argv)
         struct jail_features features;
         struct profile *profile = NULL;
         struct sandbox *sb = NULL;
+        struct egress *egress = NULL;
         json_t *result = NULL;
         enum jail_isolation mode;
         struct cli_sink sink_st;
@@ -221,6 +254,8 @@ int cmd_run(int argc, char **argv)
                                                      .name = name,
                                                      .memory_bytes = a.memory_bytes },
                           &sb, &err);
+        if (r >= 0)
+                r = start_egress(profile, mode, sb, &egress, &err);
         if (r < 0) {
                 fprintf(stderr, "airlock run: %s\n", err.msg);
                 goto out;
@@ -288,6 +323,7 @@ int cmd_run(int argc, char **argv)
 out:
         json_decref(result);
         sandbox_free(sb);
+        egress_free(egress);
         profile_free(profile);
         jail_features_done(&features);
         return status;

@@ -16,7 +16,9 @@
 #include "chat/gateway.h"
 #include "chat/suspend.h"
 #include "e2b/e2b.h"
+#include "egress/egress.h"
 #include "hub/hub.h"
+#include "metrics/metrics.h"
 #include "openai/openai.h"
 #include "profile/profile.h"
 #include "responses/responses.h"
@@ -34,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define ALLOW_HOSTS_MAX 32
@@ -621,6 +624,50 @@ static int load_metrics_token(const struct serve_args *a, const char *state_dir,
         return 0;
 }
 
+/* What the egress proxy did: each refusal and each connection ended goes to the audit log, the
+ * metrics and the daemon's log. Called from the proxy's connection threads. */
+static void on_egress_event(void *userdata, const struct egress_event *ev)
+{
+        struct audit *audit = userdata;
+        bool refused = ev->type == EGRESS_EVENT_REFUSED;
+
+        if (ev->type == EGRESS_EVENT_OPEN)
+                return;
+        metrics_egress(metrics_profile(ev->profile), refused, ev->bytes_in, ev->bytes_out);
+        if (refused) {
+                log_info("session=%s profile=%s msg=\"egress refused: %s %s:%u: %s\"", ev->session,
+                         ev->profile, ev->via, ev->host, ev->port, ev->reason);
+                audit_emit_owned(audit, "egress.refusal", ev->tenant, ev->session,
+                                 json_pack("{s:s, s:s, s:i, s:s, s:s?}", "profile", ev->profile,
+                                           "host", ev->host, "port", (int) ev->port, "via", ev->via,
+                                           "reason", ev->reason));
+                return;
+        }
+        log_debug("session=%s msg=\"egress %s %s:%u (%s) closed: %llu bytes in, %llu out\"",
+                  ev->session, ev->via, ev->host, ev->port, ev->address ? ev->address : "?",
+                  (unsigned long long) ev->bytes_in, (unsigned long long) ev->bytes_out);
+        audit_emit_owned(audit, "egress.connection", ev->tenant, ev->session,
+                         json_pack("{s:s, s:s, s:i, s:s?, s:s, s:I, s:I, s:s?}", "profile",
+                                   ev->profile, "host", ev->host, "port", (int) ev->port, "address",
+                                   ev->address, "via", ev->via, "bytes_in",
+                                   (json_int_t) ev->bytes_in, "bytes_out",
+                                   (json_int_t) ev->bytes_out, "reason", ev->reason));
+}
+
+/* No session may reach the daemon's own listeners through the proxy, whatever its profile
+ * allows. */
+static int set_egress_denylist(struct egress *egress, const struct api_server *srv,
+                               const struct api_server *msrv)
+{
+        struct sockaddr_storage addrs[2];
+        size_t n = 0;
+
+        n += api_server_sockaddr(srv, &addrs[n]);
+        n += api_server_sockaddr(msrv, &addrs[n]);
+        return egress_set_denylist(egress,
+                                   &(struct egress_denylist){ .listen = addrs, .n_listen = n });
+}
+
 /* --metrics-listen: loopback (or a unix socket) unless --metrics-public, since it answers
  * without a token. Returns 0 or -EINVAL after saying why. */
 static int check_metrics_listen(const struct serve_args *a)
@@ -695,6 +742,7 @@ int cmd_serve(int argc, char **argv)
         struct responses *responses = NULL;
         struct hub *hub = NULL;
         struct audit *audit = NULL;
+        struct egress *egress = NULL;
         struct api_listen l;
         enum jail_isolation mode;
         const char *why = NULL, *env_token;
@@ -802,6 +850,19 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         gateway.hub = hub;
 
+        /* The egress proxy of profiles with network "allow" (docs/NETWORK.md). Its denylist
+         * gets the daemon's own addresses once the servers are bound, below. */
+        if (mode == JAIL_NAMESPACES) {
+                r = egress_new(
+                        &(struct egress_options){ .on_event = on_egress_event, .userdata = audit },
+                        &egress, &err);
+                if (r < 0) {
+                        fprintf(stderr, "airlock serve: cannot start the egress proxy: %s\n",
+                                err.msg);
+                        goto out;
+                }
+        }
+
         r = session_manager_new(
                 &(struct session_manager_config){ .features = &features,
                                                   .mode = mode,
@@ -819,7 +880,8 @@ int cmd_serve(int argc, char **argv)
                                                   .interrupt_grace_ms = 2000,
                                                   .state_dir = state_dir,
                                                   .hub = hub,
-                                                  .audit = audit },
+                                                  .audit = audit,
+                                                  .egress = egress },
                 &mgr, &err);
         if (r < 0) {
                 fprintf(stderr, "airlock serve: cannot start sessions: %s\n", err.msg);
@@ -910,6 +972,10 @@ int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "airlock: GET /metrics without a token on %s\n",
                         api_server_url(msrv));
         }
+        if (egress && set_egress_denylist(egress, srv, msrv) < 0) {
+                fprintf(stderr, "airlock serve: out of memory\n");
+                goto out;
+        }
         notify_ready(api_server_url(srv));
         if (gateway.base_url)
                 fprintf(stderr,
@@ -952,6 +1018,7 @@ out:
         e2b_free(e2b);
         openai_free(openai);
         session_manager_free(mgr);
+        egress_free(egress); /* after the sessions: their sandboxes close their proxies */
         hub_free(hub);
         suspend_store_free(gateway.suspended);
         jail_features_done(&features);

@@ -736,11 +736,6 @@ struct egress_policy *egress_policy_free(struct egress_policy *p)
         return NULL;
 }
 
-static void egress_policy_freep(struct egress_policy **p)
-{
-        (void) egress_policy_free(*p);
-}
-
 static size_t distinct_names(const struct egress_policy *p, size_t upto)
 {
         size_t n = 0;

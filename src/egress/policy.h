@@ -42,9 +42,9 @@ enum egress_rule_kind {
 
 struct egress_rule {
         enum egress_rule_kind kind;
-        char *text;     /* the rule as the canonical form "host:port" (lowercased, v6 bracketed) */
-        char *name;     /* NAME: the name; WILDCARD: the suffix without "*."; ADDR: NULL */
-        int family;     /* ADDR: AF_INET or AF_INET6 */
+        char *text; /* the rule as the canonical form "host:port" (lowercased, v6 bracketed) */
+        char *name; /* NAME: the name; WILDCARD: the suffix without "*."; ADDR: NULL */
+        int family; /* ADDR: AF_INET or AF_INET6 */
         uint8_t addr[16]; /* ADDR: network address, host bits zero (4 bytes used for v4) */
         unsigned prefix;  /* ADDR: 0..32 or 0..128; a single address has the full length */
         uint16_t port;
@@ -83,6 +83,10 @@ int egress_policy_narrow(const struct egress_policy *base, const json_t *request
 struct egress_policy *egress_policy_copy(const struct egress_policy *p);
 /* Accepts NULL, returns NULL. */
 struct egress_policy *egress_policy_free(struct egress_policy *p);
+static inline void egress_policy_freep(struct egress_policy **p)
+{
+        egress_policy_free(*p);
+}
 
 /* {"mode", "allow": [rule texts], "max_connections", "max_bytes"}: for GET /v1/sessions/ID,
  * `airlock profile show` and the session's saved state (parses back with

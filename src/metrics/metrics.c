@@ -48,6 +48,8 @@ struct metrics_profile {
         struct histogram create;
         counter_t zygote_restarts[METRICS_ZYGOTE_REASON_COUNT];
         counter_t oom_kills;
+        counter_t egress[2];       /* connections: [0] made, [1] refused */
+        counter_t egress_bytes[2]; /* [0] in (to the sandbox), [1] out */
 };
 
 static const char *const exec_status_names[METRICS_EXEC_STATUS_COUNT] = {
@@ -169,6 +171,15 @@ void metrics_oom_kill(struct metrics_profile *p)
 {
         if (p)
                 count(&p->oom_kills);
+}
+
+void metrics_egress(struct metrics_profile *p, bool refused, uint64_t bytes_in, uint64_t bytes_out)
+{
+        if (!p)
+                return;
+        count(&p->egress[refused]);
+        atomic_fetch_add_explicit(&p->egress_bytes[0], bytes_in, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->egress_bytes[1], bytes_out, memory_order_relaxed);
 }
 
 void metrics_tool_call(enum metrics_tool_via via, enum metrics_tool_outcome outcome)
@@ -407,6 +418,27 @@ static void write_profiles(FILE *f)
                         metrics_write_sample(f, "airlock_sandbox_oom_kills_total",
                                              (const char *[]){ "profile", ps[i]->name, NULL },
                                              (double) load(&ps[i]->oom_kills));
+
+        /* Only profiles whose sessions used the network: most have none. */
+        metrics_write_family(f, "airlock_egress_connections_total", "counter",
+                             "Connections of sandboxes through the egress proxy, by profile and "
+                             "result: allowed (made) or refused.");
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < 2 && (load(&ps[i]->egress[0]) || load(&ps[i]->egress[1]));
+                     k++)
+                        metrics_write_sample(f, "airlock_egress_connections_total",
+                                             (const char *[]){ "profile", ps[i]->name, "result",
+                                                               k ? "refused" : "allowed", NULL },
+                                             (double) load(&ps[i]->egress[k]));
+        metrics_write_family(f, "airlock_egress_bytes_total", "counter",
+                             "Bytes through the egress proxy, by profile and direction: in (to "
+                             "the sandbox) or out.");
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < 2 && load(&ps[i]->egress[0]); k++)
+                        metrics_write_sample(f, "airlock_egress_bytes_total",
+                                             (const char *[]){ "profile", ps[i]->name, "direction",
+                                                               k ? "out" : "in", NULL },
+                                             (double) load(&ps[i]->egress_bytes[k]));
 }
 
 static void write_http(FILE *f)
@@ -586,6 +618,10 @@ static void profile_zero(struct metrics_profile *p)
         for (size_t z = 0; z < METRICS_ZYGOTE_REASON_COUNT; z++)
                 atomic_store(&p->zygote_restarts[z], 0);
         atomic_store(&p->oom_kills, 0);
+        for (size_t k = 0; k < 2; k++) {
+                atomic_store(&p->egress[k], 0);
+                atomic_store(&p->egress_bytes[k], 0);
+        }
 }
 
 void metrics_reset_for_tests(void)

@@ -68,6 +68,8 @@ void metrics_session_created(struct metrics_profile *p, uint64_t duration_ns);
 void metrics_zygote_restart(struct metrics_profile *p, enum metrics_zygote_reason reason);
 void metrics_oom_kill(struct metrics_profile *p);
 void metrics_tool_call(enum metrics_tool_via via, enum metrics_tool_outcome outcome);
+/* A connection through the egress proxy ended (bytes moved) or was refused. */
+void metrics_egress(struct metrics_profile *p, bool refused, uint64_t bytes_in, uint64_t bytes_out);
 /* A line of the audit log could not be written (src/audit/). */
 void metrics_audit_failure(void);
 

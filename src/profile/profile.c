@@ -811,7 +811,8 @@ static bool network_allows(const struct egress_policy *net, const char *host, si
 }
 
 /* packages.index_url: an http or https URL without credentials or whitespace, whose host and
- * port the profile's network allows (else nothing in a session could reach it). */
+ * port the profile's network allows when it allows any (else nothing in a session could reach
+ * it); a profile without network uses it only to build its layer. */
 static int parse_index_url(const struct parse_ctx *ctx, const json_t *v,
                            const struct egress_policy *net, char **ret)
 {
@@ -858,7 +859,10 @@ static int parse_index_url(const struct parse_ctx *ctx, const json_t *v,
                             quote(&q, s));
         if (!port)
                 port = https ? 443 : 80;
-        if (!network_allows(net, hostport, host_len, (uint16_t) port))
+        /* A profile without network may name an index for `airlock profile build` alone (its
+         * sessions get none); one with network must be able to reach it. */
+        if (net && net->mode == EGRESS_MODE_ALLOW &&
+            !network_allows(net, hostport, host_len, (uint16_t) port))
                 return fail(ctx, key,
                             "%.*s:%u is not reachable from the profile's sessions: add "
                             "\"%.*s:%u\" to network.allow (with \"network\": {\"mode\": "

@@ -244,6 +244,7 @@ static void restore_facts(struct session *s, json_t *row)
         }
         s->code_tools = strv_from_json(json_object_get(info, "code_tools"));
         s->approved_tools = strv_from_json(json_object_get(info, "approved_tools"));
+        session_network_restore(s, json_object_get(info, "network"));
         if (json_object_size(json_object_get(info, "metadata")) > 0)
                 s->metadata = json_deep_copy(json_object_get(info, "metadata"));
         s->timeout_ms = (uint64_t) json_integer_value(json_object_get(info, "timeout_ms"));
@@ -368,6 +369,7 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                 return r;
         }
         state_lost = json_is_string(json_object_get(report, "error"));
+        session_network_bind(s, sb);
         pthread_mutex_lock(&s->lock);
         s->sb = sb;
         s->phase = PHASE_LIVE;
@@ -706,11 +708,13 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 c->code_tools = parent->code_tools ? strv_copy(parent->code_tools) : NULL;
                 c->approved_tools =
                         parent->approved_tools ? strv_copy(parent->approved_tools) : NULL;
+                c->network = parent->network ? egress_policy_copy(parent->network) : NULL;
                 /* Labels, default timeout and lifetime go with the copy. */
                 c->metadata = parent->metadata ? json_deep_copy(parent->metadata) : NULL;
                 c->timeout_ms = parent->timeout_ms;
                 c->stops_at = parent->stops_at;
                 pthread_mutex_unlock(&parent->lock);
+                session_network_bind(c, c->sb);
                 c->dirty = true; /* its first checkpoint saves its own copy */
                 pthread_mutex_lock(&mgr->lock);
                 mgr->reserved--;

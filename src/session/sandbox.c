@@ -381,7 +381,7 @@ static int env_add_pip(char ***envp, size_t *n, const struct profile *p, const c
         r |= env_add(envp, n, "PIP_PROGRESS_BAR=off");
         /* A session's /tmp is small and lives as long as the sandbox: no wheel cache there. */
         r |= env_add(envp, n, "PIP_NO_CACHE_DIR=1");
-        if (pk->index_url) {
+        if (pk->index_url && p->network && p->network->mode == EGRESS_MODE_ALLOW) {
                 r |= env_add(envp, n, "PIP_INDEX_URL=%s", pk->index_url);
                 if (pk->trusted_hosts && pk->trusted_hosts[0]) {
                         _cleanup_free_ char *hosts = NULL;
@@ -399,11 +399,20 @@ static int env_add_pip(char ***envp, size_t *n, const struct profile *p, const c
                 /* No index: pip must not look for one (there is no network to wait on), and the
                  * shim (/opt/airlock/bin/pip, src/jail/mount.c) says why a name did not install. */
                 r |= env_add(envp, n, "PIP_NO_INDEX=1");
-                r |= env_add(envp, n,
-                             "AIRLOCK_PIP_NO_INDEX=profile '%s' has no package index "
-                             "(packages.index_url in the profile, docs/PROFILES.md): only local "
-                             "files install here, e.g. pip install /work/pkg-1.0-py3-none-any.whl",
-                             p->name);
+                if (pk->index_url)
+                        r |= env_add(envp, n,
+                                     "AIRLOCK_PIP_NO_INDEX=profile '%s' has no network: its "
+                                     "package index is for `airlock profile build` only "
+                                     "(docs/PROFILES.md); only local files install here, e.g. "
+                                     "pip install /work/pkg-1.0-py3-none-any.whl",
+                                     p->name);
+                else
+                        r |= env_add(envp, n,
+                                     "AIRLOCK_PIP_NO_INDEX=profile '%s' has no package index "
+                                     "(packages.index_url in the profile, docs/PROFILES.md): "
+                                     "only local files install here, e.g. pip install "
+                                     "/work/pkg-1.0-py3-none-any.whl",
+                                     p->name);
         }
         return r;
 }
@@ -1388,6 +1397,9 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         json_decref(frame);
         if (!result)
                 return airlock_error_set(err, -ENOMEM, "out of memory building the result");
+        if (sb->egress)
+                (void) json_object_set_new(json_object_get(result, "usage"), "network",
+                                           egress_session_take_usage(sb->egress));
         *ret_result = result;
         return 0;
 }
@@ -1496,6 +1508,38 @@ int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *e
         return 0;
 }
 
+int sandbox_pidfd(const struct sandbox *sb)
+{
+        return sb->jail ? sb->jail->pidfd : -EBADF;
+}
+
+int sandbox_egress_open(struct sandbox *sb, struct egress *egress, const char *id,
+                        struct airlock_error *err)
+{
+        const struct profile *p = sb->profile;
+        struct egress_session *es = NULL;
+        int r;
+
+        r = egress_session_open(egress, sandbox_pidfd(sb), p->network, p->network,
+                                &(struct egress_session_info){ .session = id, .profile = p->name },
+                                &es, err);
+        if (r < 0)
+                return r;
+        sandbox_set_egress(sb, es);
+        return 0;
+}
+
+void sandbox_set_egress(struct sandbox *sb, struct egress_session *es)
+{
+        egress_session_close(sb->egress);
+        sb->egress = es;
+}
+
+struct egress_session *sandbox_egress(const struct sandbox *sb)
+{
+        return sb->egress;
+}
+
 pid_t sandbox_pid(const struct sandbox *sb)
 {
         return sb->jail ? sb->jail->pid : -1;
@@ -1583,6 +1627,8 @@ struct sandbox *sandbox_free(struct sandbox *sb)
                 if (pfd.fd >= 0)
                         (void) poll(&pfd, 1, 100);
         }
+        /* Its proxy listeners first: no connection outlives the sandbox. */
+        sb->egress = egress_session_close(sb->egress);
         sb->jail = jail_free(sb->jail);
         if (sb->zygote) {
                 zygote_release_slot(sb->zygote, sb->slot);

@@ -129,6 +129,22 @@ int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *e
 /* Host pid of the sandbox's first process, for reaching its root through /proc. */
 pid_t sandbox_pid(const struct sandbox *sb);
 
+/* A pidfd of the sandbox's first process (for entering its namespaces), or -EBADF. Borrowed. */
+int sandbox_pidfd(const struct sandbox *sb);
+
+struct egress;
+struct egress_session;
+/* Puts egress's listeners into the sandbox's network namespace, checking its profile's policy
+ * (a session narrows it later: egress_session_set_policy), under the name id; the sandbox
+ * owns them from then on (sandbox_set_egress). Returns 0 or -errno with err set. */
+int sandbox_egress_open(struct sandbox *sb, struct egress *egress, const char *id,
+                        struct airlock_error *err);
+/* Gives the sandbox its egress proxy session (egress.h; ownership taken, closed with the
+ * sandbox): each execution's usage then says what went through it ("network"). */
+void sandbox_set_egress(struct sandbox *sb, struct egress_session *es);
+/* The sandbox's egress session, or NULL. Borrowed. */
+struct egress_session *sandbox_egress(const struct sandbox *sb);
+
 /* Host uid user code runs as, for files the daemon writes into /work. */
 uid_t sandbox_host_uid(const struct sandbox *sb);
 

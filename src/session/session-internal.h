@@ -2,6 +2,7 @@
 #pragma once
 
 #include "base/error.h"
+#include "egress/egress.h"
 #include "jail/jail.h"
 #include "profile/profile.h"
 
@@ -51,6 +52,9 @@ struct sandbox {
          * zygote holds that). -EBADF: none. */
         unsigned layer_gen;
         int layer_fd;
+        /* Its egress proxy listeners (network "allow" profiles; sandbox_set_egress), closed
+         * with it; each execution's usage gets what went through them. NULL = no network. */
+        struct egress_session *egress;
 };
 
 struct sandbox *sandbox_free(struct sandbox *sb);

@@ -55,6 +55,9 @@ struct session {
          * approval which a person approved for it. */
         char **code_tools;
         char **approved_tools;
+        /* Its network, narrowed at create from its profile's (network.c), kept on stop and
+         * fork; NULL = the profile's. */
+        struct egress_policy *network;
         json_t *metadata;    /* the client's labels, an object of strings; NULL = none */
         uint64_t timeout_ms; /* a call's timeout when it gives none; 0 = the profile's */
         time_t stops_at;     /* its lifetime ends then (stopped as if idle); 0 = none */
@@ -257,6 +260,27 @@ void lifecycle_delete_due(struct session_manager *mgr);
 void lifecycle_remove_saved(struct session_manager *mgr, const char *id);
 /* The description of a stopped session from its store row. */
 json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row);
+
+/* The network (network.c). A profile whose network mode is "allow" needs the namespaces
+ * mode and the daemon's egress proxy: -EINVAL saying so otherwise. */
+int session_network_check_mode(const struct session_manager *mgr, const struct profile *p,
+                               struct airlock_error *err);
+/* Puts the egress proxy into a new sandbox of profile p (nothing for a profile without
+ * network). Returns 0 or -errno with err set. */
+int session_network_open(struct session_manager *mgr, const struct profile *p, struct sandbox *sb,
+                         const char *id, struct airlock_error *err);
+/* sb becomes s's: its proxy takes s's id, tenant and policy. */
+void session_network_bind(struct session *s, struct sandbox *sb);
+/* The policy a create asks for (request: its "network" value, NULL = the profile's): a new
+ * narrowed policy in *ret, or NULL for the profile's. Returns 0, -EPERM (a widening) or
+ * -EINVAL with err set. */
+int session_network_narrow(const struct session_manager *mgr, const struct profile *p,
+                           const json_t *request, struct egress_policy **ret,
+                           struct airlock_error *err);
+/* The session's policy for its description and saved row; NULL without network. */
+json_t *session_network_json(const struct session *s);
+/* Sets s->network from a saved row's "network" (narrowed again against the profile). */
+void session_network_restore(struct session *s, const json_t *saved);
 
 /* Code Mode (codemode.c). Fills *ret with the session's tool callbacks (userdata = s) and
  * returns true, or false when its code may call nothing (no hub, or no code_tools). */

@@ -195,6 +195,7 @@ static void session_free(struct session *s)
         strv_free(s->env);
         strv_free(s->code_tools);
         strv_free(s->approved_tools);
+        egress_policy_free(s->network);
         json_decref(s->metadata);
         json_decref(s->saved);
         json_decref(s->resume_report);
@@ -382,7 +383,9 @@ char *session_info_json(const struct session *s)
                                  s->metadata ? json_incref(s->metadata) : json_object()) < 0 ||
              json_object_set_new(o, "timeout_ms", json_integer((json_int_t) s->timeout_ms)) < 0 ||
              json_object_set_new(o, "stops_at", json_integer((json_int_t) s->stops_at)) < 0 ||
-             json_object_set_new(o, "tenant", json_string(s->tenant)) < 0))
+             json_object_set_new(o, "tenant", json_string(s->tenant)) < 0 ||
+             (s->network &&
+              json_object_set_new(o, "network", egress_policy_to_json(s->network)) < 0)))
                 o = (json_decref(o), NULL);
         text = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
@@ -1119,6 +1122,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         struct profile_slot *slot;
         struct sandbox *sb = NULL;
         struct session *s;
+        _cleanup_(egress_policy_freep) struct egress_policy *network = NULL;
         char id[SESSION_ID_LEN + 1];
         _cleanup_free_ char *info = NULL;
         uint64_t t0 = now_ns();
@@ -1179,6 +1183,9 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         if (r < 0)
                 return r;
 
+        r = session_network_narrow(mgr, slot->profile, opts ? opts->network : NULL, &network, err);
+        if (r < 0)
+                return r;
         r = session_take_sandbox(mgr, slot, &sb, id, err);
         if (r < 0)
                 return r;
@@ -1189,6 +1196,8 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         }
 
         s = session_new_object(mgr, id, slot->profile);
+        if (s)
+                s->network = TAKE_PTR(network);
         if (!s || (opts && opts->env && !(s->env = strv_copy(opts->env))) ||
             (opts && opts->code_tools && !(s->code_tools = strv_copy(opts->code_tools))) ||
             (opts && opts->approved_tools &&
@@ -1204,6 +1213,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         s->ephemeral = opts && opts->ephemeral;
         if (tenant_scope())
                 (void) snprintf(s->tenant, sizeof(s->tenant), "%s", tenant_scope()->name);
+        session_network_bind(s, sb);
         if (opts) {
                 s->timeout_ms = opts->timeout_ms;
                 s->stops_at = opts->lifetime_s ? time(NULL) + (time_t) opts->lifetime_s : 0;
@@ -1339,7 +1349,7 @@ static const char *phase_state(const struct session *s)
 json_t *session_describe(struct session *s)
 {
         char created[32], used[32];
-        json_t *o, *lost;
+        json_t *o, *lost, *net;
 
         pthread_mutex_lock(&s->lock);
         session_format_time(s->created_at, created);
@@ -1362,6 +1372,9 @@ json_t *session_describe(struct session *s)
                 json_object_set_new(o, "approved_tools", strv_json(s->approved_tools));
         if (o)
                 json_object_set_new(o, "tenant", json_string(s->tenant));
+        net = o ? session_network_json(s) : NULL;
+        if (net)
+                json_object_set_new(o, "network", net);
         if (o)
                 session_describe_patchable(o, s->metadata, s->timeout_ms, s->stops_at);
         pthread_mutex_unlock(&s->lock);

@@ -24,6 +24,7 @@
 #define SESSION_ID_LEN 26 /* "s-" + 24 lowercase hex characters */
 
 struct audit;
+struct egress;
 struct session;
 struct hub;
 struct session_manager;
@@ -63,6 +64,9 @@ struct session_manager_config {
          * executions are refused while it cannot be written under --audit-fail=refuse (-ESHUTDOWN,
          * err naming the audit failure). NULL = none. */
         struct audit *audit;
+        /* The egress proxy (egress.h; borrowed, must outlive the manager) that sandboxes of
+         * profiles with network "allow" get. NULL = none: such profiles cannot start. */
+        struct egress *egress;
 };
 
 #define SESSION_RECENT_OFF UINT32_MAX /* for recent_executions */
@@ -110,6 +114,9 @@ struct session_create_options {
         const json_t *metadata;
         uint64_t timeout_ms;
         uint64_t lifetime_s;
+        /* Its network (docs/NETWORK.md): the profile's narrowed, never widened (borrowed;
+         * NULL = the profile's). */
+        const json_t *network;
 };
 
 #define SESSION_METADATA_MAX 64

@@ -320,6 +320,7 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
 {
         const struct profile *p = slot->profile;
         char name[64];
+        int r;
 
         (void) snprintf(name, sizeof(name), "airlock-%s", id);
         if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
@@ -330,7 +331,7 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
                 };
                 struct zygote *z = NULL;
                 unsigned layer_gen = 0;
-                int r = get_zygote(mgr, slot, &z, &layer_gen, err);
+                r = get_zygote(mgr, slot, &z, &layer_gen, err);
                 if (r < 0)
                         return r;
                 r = zygote_fork(z, name, &limits, ret_sb, err);
@@ -342,9 +343,22 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
                         pthread_mutex_unlock(&mgr->lock);
                 }
                 zygote_unref(z);
-                return r;
+        } else {
+                /* A fresh exec of the runner in a sandbox of its own: its own address-space
+                 * layout, hash secret and stack canary (profiles with "start": "cold", and the
+                 * process and none modes, which have no zygote). */
+                r = session_network_check_mode(mgr, p, err);
+                if (r < 0)
+                        return r;
+                r = start_cold(mgr, slot, name, ret_sb, err);
         }
-        return start_cold(mgr, slot, name, ret_sb, err);
+        if (r < 0)
+                return r;
+        /* The egress proxy goes in now, so that handing a warm one out costs nothing more. */
+        r = session_network_open(mgr, p, *ret_sb, id, err);
+        if (r < 0)
+                *ret_sb = sandbox_free(*ret_sb);
+        return r;
 }
 
 /* Whether m was forked from the profile's current zygote (a sandbox of its own exec, of

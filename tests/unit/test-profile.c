@@ -977,12 +977,26 @@ Test(packages, index_url_names_the_rule_to_add)
         _cleanup_profile_ struct profile *p = NULL;
         struct airlock_error err = { "" };
 
-        cr_expect_eq(parse(WITH("\"packages\": {\"index_url\": \"https://pypi.internal/simple\"}"),
+        cr_expect_eq(parse(PKG(NET("\"other.internal:443\""),
+                               "\"index_url\": \"https://pypi.internal/simple\""),
                            &p, &err),
                      -EINVAL);
         cr_expect(strstr(err.msg, "test.json: packages.index_url:") != NULL, "%s", err.msg);
         cr_expect(strstr(err.msg, "add \"pypi.internal:443\" to network.allow") != NULL, "%s",
                   err.msg);
+}
+
+/* Without network the index serves `airlock profile build` alone: no rule is needed. */
+Test(packages, index_url_without_network_is_for_builds)
+{
+        _cleanup_profile_ struct profile *p = NULL;
+        struct airlock_error err = { "" };
+
+        cr_assert_eq(parse(WITH("\"packages\": {\"index_url\": \"https://pypi.internal/simple\"}"),
+                           &p, &err),
+                     0, "%s", err.msg);
+        cr_expect_str_eq(p->packages.index_url, "https://pypi.internal/simple");
+        cr_expect_eq(p->network->mode, EGRESS_MODE_NONE);
 }
 
 static const struct bad_case bad_packages[] = {
