@@ -220,6 +220,10 @@ def unavailable():
                         "ip", "link", "set", "lo", "up"], capture_output=True, text=True)
     if p.returncode != 0:
         return f"cannot make a network and mount namespace: {p.stderr.strip()}"
+    p = subprocess.run(["unshare", "--net", "--", "ip", "-6", "addr", "add", f"{V6}/128",
+                        "dev", "lo", "nodad"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return f"the lab's IPv6 hosts need IPv6, which this host lacks: {p.stderr.strip()}"
     return None
 
 
