@@ -74,6 +74,10 @@ def profiles(api_port):
                            packages={"index_url": "http://pypi.internal/simple",
                                      "trusted_host": ["pypi.internal"],
                                      "install": ["labpkg==1.0"]}),
+        "offline": profile("no network; its index serves layer builds alone",
+                           packages={"index_url": "http://pypi.internal/simple",
+                                     "trusted_host": ["pypi.internal"],
+                                     "install": ["labpkg==1.0"]}),
     }
 
 
@@ -628,6 +632,24 @@ def test_usage_counts_connections_bytes_and_destinations_and_the_audit_log_has_t
                                                               "wide"), e
     assert e["reason"], e
 
+    # /metrics, read by Prometheus's own parser: the connections and bytes of the profile.
+    from prometheus_client.parser import text_string_to_metric_families
+    token = (d.state_dir / "metrics-token").read_text().strip()
+    r = d.client(token).get(d.url + "/metrics", timeout=30)
+    assert r.status_code == 200, r.text
+    fams = {f.name: f for f in text_string_to_metric_families(r.text)}
+
+    def sample(family, name, **labels):
+        return sum(x.value for x in fams[family].samples
+                   if x.name == name and x.labels == labels)
+    conns = "airlock_egress_connections"
+    assert sample(conns, conns + "_total", profile="wide", result="allowed") >= 2, r.text
+    assert sample(conns, conns + "_total", profile="wide", result="refused") >= 1, r.text
+    bytes_ = "airlock_egress_bytes"
+    assert sample(bytes_, bytes_ + "_total", profile="wide", direction="out") >= 2000, r.text
+    assert sample(bytes_, bytes_ + "_total", profile="wide", direction="in") >= 2000, r.text
+    assert not [x for x in fams[conns].samples if x.labels.get("profile") == "lean"], r.text
+
 
 # ------------------------------------------------------------------------------------------
 # Package indexes
@@ -675,6 +697,47 @@ def test_a_profile_layer_is_built_from_the_mirror(lab, d, sessions):
     assert out["status"] == "ok", show(out)
     assert out["result"] == "('1.0', '/opt/airlock/layer/site-packages/labpkg/__init__.py')", \
         show(out)
+
+
+def test_a_profile_without_network_builds_its_layer_from_its_index(lab, d, sessions):
+    """The index of a profile whose sessions stay offline serves `airlock profile build`; in a
+    session pip says the profile has no network, and the layer's package imports."""
+    lab.reset()
+    p = lab.run([AIRLOCK, "profile", "build", "offline", "--state-dir", d.state_dir],
+                env=lab.daemon_env(), timeout=300)
+    assert p.returncode == 0, p
+    sid = sessions.new(profile="offline")
+    out = run(d, sid, "import labpkg\nlabpkg.VERSION")
+    assert out["status"] == "ok" and out["result"] == "'1.0'", show(out)
+    assert "network" not in out["usage"], show(out)
+    before = lab.hits("pypi")
+    out = run(d, sid, "pip install labpkg==2.0", language="bash")
+    assert out["exit_code"] != 0, show(out)
+    assert "profile 'offline' has no network" in text_of(out), show(out)
+    assert lab.hits("pypi") == before
+
+
+def test_airlock_run_gets_a_proxy_of_its_own(lab, tmp_path):
+    """A one-shot `airlock run` of a network profile: the database by name works, another
+    destination is refused, and the refusal is said on stderr."""
+    code = (
+        "import socket\n"
+        "s = socket.create_connection(('db.internal', 5432), timeout=10)\n"
+        "s.sendall(b'ping\\n'); print('db:', s.recv(100)); s.close()\n"
+        "import urllib.request\n"
+        "try:\n"
+        "    urllib.request.urlopen('http://other.internal:8080/', timeout=10)\n"
+        "except Exception as e:\n"
+        "    print('other:', getattr(e, 'code', e))\n")
+    p = lab.run([AIRLOCK, "run", "--json", "-p", "etl", "-"], input=code,
+                env=lab.daemon_env(), timeout=120)
+    assert p.returncode == 0, p
+    result = json.loads(p.stdout)
+    assert "db: b'ping\\n'" in result["stdout"], result
+    assert "other: 403" in result["stdout"], result
+    assert "network: http other.internal:8080 refused" in p.stderr, p.stderr
+    net = result["usage"]["network"]
+    assert net["connections"] >= 1 and net["refused"] >= 1, net
 
 
 # ------------------------------------------------------------------------------------------
