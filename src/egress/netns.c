@@ -59,7 +59,7 @@ static int netns_enter(int pidfd, struct airlock_error *err)
 {
         _cleanup_close_ int nsfd = -EBADF;
         char path[64];
-        pid_t pid, again;
+        pid_t pid = -1, again = -1;
         int r;
 
         if (setns(pidfd, CLONE_NEWNET) == 0)
