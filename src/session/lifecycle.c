@@ -345,6 +345,9 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                         r = session_take_sandbox(mgr, slot, &sb, unused, err);
         }
         t1 = now_ns();
+        /* Before the restore: unpickling the session's values can run its code. */
+        if (r >= 0)
+                session_network_bind(s, sb);
         if (r >= 0)
                 r = session_apply_env(sb, s->env, err);
         if (r >= 0) {
@@ -369,7 +372,6 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                 return r;
         }
         state_lost = json_is_string(json_object_get(report, "error"));
-        session_network_bind(s, sb);
         pthread_mutex_lock(&s->lock);
         s->sb = sb;
         s->phase = PHASE_LIVE;
@@ -590,6 +592,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         json_t *reports[SESSION_FORK_MAX] = { 0 };
         struct profile_slot *slot = NULL;
         struct session *parent = NULL;
+        _cleanup_(egress_policy_freep) struct egress_policy *network = NULL;
         _cleanup_close_ int state = -EBADF;
         json_t *meta = NULL, *out = NULL;
         uint64_t bytes = 0;
@@ -619,7 +622,13 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                                                   id);
         }
 
-        r = session_fd_room(mgr, n, err);
+        /* The children's policy (NULL: the profile's), set once the session is saving. */
+        pthread_mutex_lock(&parent->lock);
+        if (parent->network && !(network = egress_policy_copy(parent->network)))
+                r = -ENOMEM;
+        pthread_mutex_unlock(&parent->lock);
+        if (r >= 0)
+                r = session_fd_room(mgr, n, err);
         if (r < 0)
                 goto out;
         pthread_mutex_lock(&mgr->lock);
@@ -660,6 +669,11 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         for (made = 0; made < n; made++) {
                 int fd;
                 r = session_take_sandbox(mgr, slot, &sbs[made], ids[made], err);
+                /* The child's id, tenant and the parent's policy before the restore, which
+                 * runs the parent's code (unpickling), not the profile's wider one. */
+                if (r >= 0)
+                        session_network_bind_as(sbs[made], ids[made], parent->tenant,
+                                                parent->profile, network);
                 if (r >= 0)
                         r = session_apply_env(sbs[made], parent->env, err);
                 if (r >= 0 && site_first)
@@ -708,12 +722,18 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 c->code_tools = parent->code_tools ? strv_copy(parent->code_tools) : NULL;
                 c->approved_tools =
                         parent->approved_tools ? strv_copy(parent->approved_tools) : NULL;
-                c->network = parent->network ? egress_policy_copy(parent->network) : NULL;
+                c->network = network ? egress_policy_copy(network) : NULL;
                 /* Labels, default timeout and lifetime go with the copy. */
                 c->metadata = parent->metadata ? json_deep_copy(parent->metadata) : NULL;
                 c->timeout_ms = parent->timeout_ms;
                 c->stops_at = parent->stops_at;
                 pthread_mutex_unlock(&parent->lock);
+                if (network && !c->network) {
+                        /* Without it the child would get its profile's wider network. */
+                        session_unref(c);
+                        r = -ENOMEM;
+                        goto out;
+                }
                 session_network_bind(c, c->sb);
                 c->dirty = true; /* its first checkpoint saves its own copy */
                 pthread_mutex_lock(&mgr->lock);

@@ -50,19 +50,25 @@ int session_network_open(struct session_manager *mgr, const struct profile *p, s
         return sandbox_egress_open(sb, mgr->cfg.egress, id, err);
 }
 
-void session_network_bind(struct session *s, struct sandbox *sb)
+void session_network_bind_as(struct sandbox *sb, const char *id, const char *tenant,
+                             const struct profile *p, const struct egress_policy *network)
 {
         struct egress_session *es = sb ? sandbox_egress(sb) : NULL;
 
         if (!es)
                 return;
         egress_session_set_info(
-                es, &(struct egress_session_info){ .session = s->id,
-                                                   .tenant = s->tenant[0] ? s->tenant : NULL,
-                                                   .profile = s->profile->name });
-        if (egress_session_set_policy(es, s->network ? s->network : s->profile->network) < 0)
+                es, &(struct egress_session_info){ .session = id,
+                                                   .tenant = tenant && tenant[0] ? tenant : NULL,
+                                                   .profile = p->name });
+        if (egress_session_set_policy(es, network ? network : p->network) < 0)
                 /* Out of memory: no session may keep more than it was given. */
                 sandbox_set_egress(sb, NULL);
+}
+
+void session_network_bind(struct session *s, struct sandbox *sb)
+{
+        session_network_bind_as(sb, s->id, s->tenant, s->profile, s->network);
 }
 
 int session_network_narrow(const struct session_manager *mgr, const struct profile *p,

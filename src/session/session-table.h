@@ -269,8 +269,15 @@ int session_network_check_mode(const struct session_manager *mgr, const struct p
  * network). Returns 0 or -errno with err set. */
 int session_network_open(struct session_manager *mgr, const struct profile *p, struct sandbox *sb,
                          const char *id, struct airlock_error *err);
-/* sb becomes s's: its proxy takes s's id, tenant and policy. */
+/* sb becomes s's: its proxy takes s's id, tenant and policy. Called before anything of the
+ * session runs in sb: a restore (resume, fork) unpickles the session's values, which can run
+ * code, and that code must meet the session's policy, not the wider one of the profile the
+ * sandbox was opened with. */
 void session_network_bind(struct session *s, struct sandbox *sb);
+/* The same for a session whose object does not exist yet (a fork's child): network NULL is
+ * the profile's policy. */
+void session_network_bind_as(struct sandbox *sb, const char *id, const char *tenant,
+                             const struct profile *p, const struct egress_policy *network);
 /* The policy a create asks for (request: its "network" value, NULL = the profile's): a new
  * narrowed policy in *ret, or NULL for the profile's. Returns 0, -EPERM (a widening) or
  * -EINVAL with err set. */

@@ -560,6 +560,65 @@ def test_a_session_narrows_its_profile_network_and_cannot_widen_it(lab, d, sessi
     assert r.status_code == 400 and "no-port-here" in r.json()["error"], d.why(r)
 
 
+# Code that runs while a session's values are unpickled (resume, fork) connects to a host its
+# profile allows and the session narrowed away: it writes what it got into the sandbox's /tmp.
+UNPICKLE_PROBE = r'''
+import socket as _s
+try:
+    c = _s.create_connection(("127.0.0.1", 3128), timeout=10)
+    c.sendall(b"GET http://other.internal/ HTTP/1.1\r\nHost: other.internal\r\n"
+              b"Connection: close\r\n\r\n")
+    got = c.recv(200).decode("latin-1")
+except OSError as e:
+    got = "error: %r" % e
+open("/tmp/unpickle-probe", "w").write(got)
+'''
+
+
+def probe_result(d, sid):
+    got, _ = cell(d, sid, '''
+        try:
+            R["probe"] = open("/tmp/unpickle-probe").read()
+        except OSError as e:
+            R["probe"] = "not run: %r" % e
+    ''')
+    return got["probe"]
+
+
+def test_code_run_by_a_resume_or_a_fork_meets_the_sessions_narrowed_network(lab, d, sessions):
+    """A resumed session's sandbox and a fork's children come from the pool with the profile's
+    policy; unpickling the session's values runs its code before the session has its sandbox:
+    that code must already meet the session's narrowed network."""
+    lab.reset()
+    r = d.post("/v1/sessions", json={"profile": "wide", "network": allow("db.internal:5432")})
+    assert r.status_code == 201, d.why(r)
+    sid = r.json()["id"]
+    sessions.ids.append(sid)
+    got, _ = cell(d, sid, f'''
+        class Probe:
+            def __reduce__(self):
+                return (exec, ({UNPICKLE_PROBE!r},))
+        probe = Probe()
+        R["ok"] = True
+    ''')
+    assert got["ok"] is True
+
+    r = d.post(f"/v1/sessions/{sid}/fork", json={"n": 1}, timeout=120)
+    assert r.status_code in (200, 201), d.why(r)
+    children = [c["id"] for c in r.json()["sessions"]]
+    sessions.ids.extend(children)
+    forked = probe_result(d, children[0])
+    assert not forked.startswith("not run"), forked
+    assert " 403 " in forked.splitlines()[0] and "other.internal:80" in forked, forked
+
+    r = d.post(f"/v1/sessions/{sid}/stop", timeout=120)
+    assert r.status_code == 200, d.why(r)
+    resumed = probe_result(d, sid)
+    assert not resumed.startswith("not run"), resumed
+    assert " 403 " in resumed.splitlines()[0] and "other.internal:80" in resumed, resumed
+    assert lab.hits("other") == 0, "code of a narrowed session reached a host it narrowed away"
+
+
 # ------------------------------------------------------------------------------------------
 # Usage and audit
 # ------------------------------------------------------------------------------------------
