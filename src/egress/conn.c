@@ -204,6 +204,34 @@ static bool forbidden(struct egress_conn *c, const struct sockaddr *sa, char *wh
         return r;
 }
 
+/* 127.0.0.0/8, ::1 and their v4-mapped spelling: the host's own services. */
+static bool is_loopback(const struct sockaddr *sa)
+{
+        if (sa->sa_family == AF_INET)
+                return (ntohl(((const struct sockaddr_in *) sa)->sin_addr.s_addr) >> 24) == 127;
+        if (sa->sa_family == AF_INET6) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+                return IN6_IS_ADDR_LOOPBACK(a) ||
+                       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        }
+        return false;
+}
+
+/* A name that resolves to the host's loopback reaches the host's own services (the proxy dials
+ * from the host's namespace): only an address rule naming that address and port opens it, so
+ * that a wildcard whose DNS someone else controls cannot point the proxy at them. */
+static bool loopback_not_allowed(struct egress_conn *c, const struct sockaddr *sa)
+{
+        bool allowed;
+
+        if (!is_loopback(sa))
+                return false;
+        (void) pthread_mutex_lock(&c->s->lock);
+        allowed = egress_policy_allows_addr(c->s->policy, sa, c->target.port);
+        (void) pthread_mutex_unlock(&c->s->lock);
+        return !allowed;
+}
+
 static int fail(struct egress_conn *c, int r, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 static int fail(struct egress_conn *c, int r, const char *fmt, ...)
@@ -296,6 +324,14 @@ static int resolve(struct egress_conn *c, struct sockaddr_storage *out)
                         freeaddrinfo(res);
                         egress_conn_refuse(c, "%s resolves to a forbidden address: %s",
                                            c->target.host, why);
+                        return -EPERM;
+                }
+                if (loopback_not_allowed(c, ai->ai_addr)) {
+                        freeaddrinfo(res);
+                        egress_conn_refuse(c,
+                                           "%s resolves to the host's loopback; only an address "
+                                           "rule (e.g. 127.0.0.1:%u) opens the host's own services",
+                                           c->target.host, (unsigned) c->target.port);
                         return -EPERM;
                 }
                 if ((unsigned) n < DIAL_ADDRS_MAX) {

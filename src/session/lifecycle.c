@@ -593,6 +593,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         struct profile_slot *slot = NULL;
         struct session *parent = NULL;
         _cleanup_(egress_policy_freep) struct egress_policy *network = NULL;
+        bool network_lost = false;
         _cleanup_close_ int state = -EBADF;
         json_t *meta = NULL, *out = NULL;
         uint64_t bytes = 0;
@@ -626,6 +627,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         pthread_mutex_lock(&parent->lock);
         if (parent->network && !(network = egress_policy_copy(parent->network)))
                 r = -ENOMEM;
+        network_lost = parent->network_lost;
         pthread_mutex_unlock(&parent->lock);
         if (r >= 0)
                 r = session_fd_room(mgr, n, err);
@@ -673,7 +675,8 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                  * runs the parent's code (unpickling), not the profile's wider one. */
                 if (r >= 0)
                         session_network_bind_as(sbs[made], ids[made], parent->tenant,
-                                                parent->profile, network);
+                                                parent->profile,
+                                                network_lost ? session_network_none() : network);
                 if (r >= 0)
                         r = session_apply_env(sbs[made], parent->env, err);
                 if (r >= 0 && site_first)
@@ -723,6 +726,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 c->approved_tools =
                         parent->approved_tools ? strv_copy(parent->approved_tools) : NULL;
                 c->network = network ? egress_policy_copy(network) : NULL;
+                c->network_lost = network_lost;
                 /* Labels, default timeout and lifetime go with the copy. */
                 c->metadata = parent->metadata ? json_deep_copy(parent->metadata) : NULL;
                 c->timeout_ms = parent->timeout_ms;

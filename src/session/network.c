@@ -66,9 +66,22 @@ void session_network_bind_as(struct sandbox *sb, const char *id, const char *ten
                 sandbox_set_egress(sb, NULL);
 }
 
+/* What a session gets when its saved network could not be read back (out of memory). */
+static const struct egress_policy no_network = {
+        .mode = EGRESS_MODE_NONE,
+        .max_connections = 1,
+        .max_bytes = 1024,
+};
+
+const struct egress_policy *session_network_none(void)
+{
+        return &no_network;
+}
+
 void session_network_bind(struct session *s, struct sandbox *sb)
 {
-        session_network_bind_as(sb, s->id, s->tenant, s->profile, s->network);
+        session_network_bind_as(sb, s->id, s->tenant, s->profile,
+                                s->network_lost ? &no_network : s->network);
 }
 
 int session_network_narrow(const struct session_manager *mgr, const struct profile *p,
@@ -112,8 +125,10 @@ void session_network_restore(struct session *s, const json_t *saved)
                          "none\"",
                          s->id, s->profile->name, err.msg);
                 json_t *none = json_pack("{s:s}", "mode", "none");
-                (void) egress_policy_narrow(s->profile->network, none, s->profile->name,
-                                            &s->network, &err);
+                if (!none || egress_policy_narrow(s->profile->network, none, s->profile->name,
+                                                  &s->network, &err) < 0)
+                        /* Never the profile's whole policy in its place. */
+                        s->network_lost = true;
                 json_decref(none);
         }
 }

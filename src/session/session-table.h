@@ -58,6 +58,7 @@ struct session {
         /* Its network, narrowed at create from its profile's (network.c), kept on stop and
          * fork; NULL = the profile's. */
         struct egress_policy *network;
+        bool network_lost;   /* its saved network could not be read back: it gets none */
         json_t *metadata;    /* the client's labels, an object of strings; NULL = none */
         uint64_t timeout_ms; /* a call's timeout when it gives none; 0 = the profile's */
         time_t stops_at;     /* its lifetime ends then (stopped as if idle); 0 = none */
@@ -286,6 +287,8 @@ int session_network_narrow(const struct session_manager *mgr, const struct profi
                            struct airlock_error *err);
 /* The session's policy for its description and saved row; NULL without network. */
 json_t *session_network_json(const struct session *s);
+/* The policy of no network at all (static), for a session whose own was lost. */
+const struct egress_policy *session_network_none(void);
 /* Sets s->network from a saved row's "network" (narrowed again against the profile). */
 void session_network_restore(struct session *s, const json_t *saved);
 

@@ -49,6 +49,8 @@ def allow(*rules, **caps):
     return {"mode": "allow", "allow": list(rules), **caps}
 
 
+LO_PORT = 18765  # a service on the lab's loopback (the host's, to the proxy)
+
 MIRROR = {"index_url": "https://pypi.internal/simple", "trusted_host": ["pypi.internal"]}
 
 
@@ -74,6 +76,10 @@ def profiles(api_port):
                            packages={"index_url": "http://pypi.internal/simple",
                                      "trusted_host": ["pypi.internal"],
                                      "install": ["labpkg==1.0"]}),
+        "loname": profile("a name that resolves to the host's loopback",
+                          network=allow(f"lo.internal:{LO_PORT}")),
+        "loboth": profile("the same name and an address rule for the loopback service",
+                          network=allow(f"lo.internal:{LO_PORT}", f"127.0.0.1:{LO_PORT}")),
         "offline": profile("no network; its index serves layer builds alone",
                            packages={"index_url": "http://pypi.internal/simple",
                                      "trusted_host": ["pypi.internal"],
@@ -568,7 +574,13 @@ try:
     c = _s.create_connection(("127.0.0.1", 3128), timeout=10)
     c.sendall(b"GET http://other.internal/ HTTP/1.1\r\nHost: other.internal\r\n"
               b"Connection: close\r\n\r\n")
-    got = c.recv(200).decode("latin-1")
+    got = b""
+    while True:  # to the end: the head and the body may come in separate reads
+        part = c.recv(4096)
+        if not part:
+            break
+        got += part
+    got = got.decode("latin-1")
 except OSError as e:
     got = "error: %r" % e
 open("/tmp/unpickle-probe", "w").write(got)
@@ -797,6 +809,26 @@ def test_airlock_run_gets_a_proxy_of_its_own(lab, tmp_path):
     assert "network: http other.internal:8080 refused" in p.stderr, p.stderr
     net = result["usage"]["network"]
     assert net["connections"] >= 1 and net["refused"] >= 1, net
+
+
+def test_a_name_resolving_to_the_hosts_loopback_needs_an_address_rule(lab, d, sessions):
+    """The proxy dials from the host's namespace: a name rule whose DNS answers 127.0.0.1 must
+    not open the host's own services; an address rule naming the service does."""
+    lab.reset()
+    lab.listen("whoami", "loopback-svc", "127.0.0.1", LO_PORT)
+    a = sessions.new(profile="loname")
+    r, _ = cell(d, a, f'''
+        R["http"] = proxy_get("http://lo.internal:{LO_PORT}/")
+        R["socks"] = socks5("lo.internal", {LO_PORT})
+    ''')
+    assert is_refusal(r["http"], f"lo.internal:{LO_PORT}", "loname"), r["http"]
+    assert "loopback" in r["http"]["body"] and f"127.0.0.1:{LO_PORT}" in r["http"]["body"], r
+    assert r["socks"]["rep"] == 2, r["socks"]
+    b = sessions.new(profile="loboth")
+    r, _ = cell(d, b, f'''
+        R["http"] = proxy_get("http://lo.internal:{LO_PORT}/")
+    ''')
+    assert r["http"]["server"] == "loopback-svc", r["http"]
 
 
 # ------------------------------------------------------------------------------------------

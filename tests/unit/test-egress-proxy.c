@@ -34,9 +34,10 @@
 
 #define HOSTS_TEXT                                                                                 \
         "127.0.0.1 localhost\n"                                                                    \
-        "127.0.0.2 db.test\n"                                                                      \
+        "10.9.8.2 db.test\n"                                                                       \
         "169.254.169.254 meta.test\n"                                                              \
-        "127.0.0.3 mixed.test\n"                                                                   \
+        "10.9.8.3 mixed.test\n"                                                                    \
+        "127.0.0.9 loop.test\n"                                                                    \
         "169.254.169.254 mixed.test\n"
 #define LITERAL_ADDR "10.9.8.7"
 
@@ -79,7 +80,7 @@ static void if_up(const char *name, const char *addr)
 }
 
 /* The test process becomes the lab's host: its own network namespace (loopback up, and
- * LITERAL_ADDR on it for the address forwarder's upstream) and its own /etc/hosts. */
+ * LITERAL_ADDR and the named hosts' addresses on it) and its own /etc/hosts. */
 static void lab_host(void)
 {
         char path[] = "/tmp/egress-test-hosts-XXXXXX";
@@ -97,6 +98,9 @@ static void lab_host(void)
         (void) unlink(path);
         if_up("lo", NULL);
         if_up("lo:egt", LITERAL_ADDR);
+        /* The named hosts: not loopback, which a name reaches only with an address rule. */
+        if_up("lo:egd", "10.9.8.2");
+        if_up("lo:egm", "10.9.8.3");
 }
 
 /* A child in a network namespace of its own, which does nothing until killed (or until the
@@ -645,7 +649,7 @@ Test(egress_proxy, plain_http_is_forwarded_in_origin_form)
         lab_host();
         sb = sandbox_start();
         web = srv_start("127.0.0.1", SRV_HTTP);
-        named = srv_start("127.0.0.2", SRV_HTTP);
+        named = srv_start("10.9.8.2", SRV_HTTP);
         p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\", \"db.test:%u\"]}",
                       web->port, named->port);
         s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
@@ -911,7 +915,7 @@ Test(egress_proxy, socks5)
         sb = sandbox_start();
         echo = srv_start("127.0.0.1", SRV_ECHO);
         echo6 = srv_start("::1", SRV_ECHO);
-        named = srv_start("127.0.0.2", SRV_ECHO);
+        named = srv_start("10.9.8.2", SRV_ECHO);
         p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\", \"[::1]:%u\", "
                       "\"db.test:%u\"]}",
                       echo->port, echo6->port, named->port);
@@ -991,7 +995,7 @@ Test(egress_proxy, socks5)
         cr_assert_str_eq(ev.via, "socks5");
         cr_assert(seen_find(EGRESS_EVENT_OPEN, "::1", echo6->port, &ev));
         cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", named->port, &ev));
-        cr_assert_str_eq(ev.address, "127.0.0.2");
+        cr_assert_str_eq(ev.address, "10.9.8.2");
         (void) egress_free(lab_egress);
         egress_policy_free(p);
         sandbox_stop(&sb);
@@ -1008,7 +1012,7 @@ Test(egress_proxy, forwarders_by_name_and_address)
 
         lab_host();
         sb = sandbox_start();
-        named = srv_start("127.0.0.2", SRV_ECHO);
+        named = srv_start("10.9.8.2", SRV_ECHO);
         literal = srv_start(LITERAL_ADDR, SRV_ECHO);
         layout = policy_of("{\"mode\": \"allow\", \"allow\": [\"db.test:%u\", \"" LITERAL_ADDR
                            ":%u\"]}",
@@ -1028,7 +1032,7 @@ Test(egress_proxy, forwarders_by_name_and_address)
         }
         cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", named->port, &ev));
         cr_assert_str_eq(ev.via, "forward");
-        cr_assert_str_eq(ev.address, "127.0.0.2");
+        cr_assert_str_eq(ev.address, "10.9.8.2");
         cr_assert(seen_find(EGRESS_EVENT_OPEN, LITERAL_ADDR, literal->port, &ev));
 
         /* The session narrows the name away: its forwarder refuses, the other still works. */
@@ -1071,13 +1075,14 @@ Test(egress_proxy, forbidden_addresses_whatever_the_rules)
         lab_host();
         sb = sandbox_start();
         daemon_srv = srv_start("127.0.0.1", SRV_ECHO);
-        mixed = srv_start("127.0.0.3", SRV_ECHO);
+        mixed = srv_start("10.9.8.3", SRV_ECHO);
         d->sin_family = AF_INET;
         d->sin_port = htons(daemon_srv->port);
         (void) inet_pton(AF_INET, "127.0.0.1", &d->sin_addr);
         p = policy_of("{\"mode\": \"allow\", \"allow\": [\"0.0.0.0/0:80\", \"[::/0]:80\", "
-                      "\"meta.test:80\", \"mixed.test:%u\", \"127.0.0.0/8:%u\"]}",
-                      mixed->port, daemon_srv->port);
+                      "\"meta.test:80\", \"mixed.test:%u\", \"127.0.0.0/8:%u\", "
+                      "\"loop.test:%u\"]}",
+                      mixed->port, daemon_srv->port, mixed->port);
         s = session(engine(&deny, 0), &sb, p, NULL, "s-1");
 
         http_exchange(&sb, "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n", answer, sizeof(answer));
@@ -1101,6 +1106,12 @@ Test(egress_proxy, forbidden_addresses_whatever_the_rules)
         (void) snprintf(req, sizeof(req), "CONNECT mixed.test:%u HTTP/1.1\r\n\r\n", mixed->port);
         http_exchange(&sb, req, answer, sizeof(answer));
         cr_assert(strstr(answer, "mixed.test resolves to a forbidden address"), "%s", answer);
+        /* A name rule whose name resolves to the host's loopback: no address rule opens that
+         * port there, so the host's own services stay out of reach. */
+        (void) snprintf(req, sizeof(req), "CONNECT loop.test:%u HTTP/1.1\r\n\r\n", mixed->port);
+        http_exchange(&sb, req, answer, sizeof(answer));
+        cr_assert(strstr(answer, "HTTP/1.1 403 "), "%s", answer);
+        cr_assert(strstr(answer, "loop.test resolves to the host's loopback"), "%s", answer);
         /* The daemon's own port, on any loopback address. */
         (void) snprintf(req, sizeof(req), "CONNECT 127.0.0.5:%u HTTP/1.1\r\n\r\n",
                         daemon_srv->port);
