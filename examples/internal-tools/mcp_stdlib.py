@@ -613,6 +613,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- answers
 
+    def _close_before_exit(self):
+        """When the server is about to exit: its answer out, then an orderly close. An exit
+        with bytes of the client's still unread makes the kernel reset the connection, and a
+        reset can destroy the answer before the client reads it."""
+        if getattr(self.server.mcp, "_exit_code", None) is None:
+            return
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(1)
+            while self.connection.recv(4096):
+                pass
+        except OSError:
+            pass
+
     def _send_json(self, status, obj, session=None):
         body = dumps(obj).encode() if obj is not None else b""
         self.send_response(status)
@@ -739,6 +754,7 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(reply, dict):
                 return self._send_json(400, reply)
             self._send_json(202, None)
+            self._close_before_exit()
             return mcp.maybe_exit()
         stream = None
         if self.server.sse:
@@ -764,6 +780,7 @@ class _Handler(BaseHTTPRequestHandler):
             # A JSON-RPC error is still an answer: 200, the error in the body.
             self._send_json(200, reply, new_session if new_session and
                             new_session.initialized else None)
+        self._close_before_exit()
         mcp.maybe_exit()
 
     def do_GET(self):
