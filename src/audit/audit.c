@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <locale.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -55,7 +56,7 @@ struct audit {
         uint64_t first_ns;          /* CLOCK_MONOTONIC when the oldest queued line came */
         uint64_t enqueued, handled; /* lines queued, and lines written or lost, since the start */
         uint64_t flush_to;          /* audit_flush() waits until handled reaches it */
-        bool writer_idle;           /* waiting for a first line (not out a batch's window) */
+        bool writer_idle;           /* waiting for a first line, not out a window */
         bool stopping;
         bool behind; /* an emitter waited for room: said once until the writer caught up */
         pthread_t writer;
@@ -159,7 +160,6 @@ enum {
 
 static size_t flat_size(const json_t *v)
 {
-        const char *key;
         size_t n = 1, i;
         json_t *m;
 
@@ -176,8 +176,10 @@ static size_t flat_size(const json_t *v)
                 return n;
         case JSON_OBJECT:
                 n += sizeof(size_t);
-                json_object_keylen_foreach((json_t *) v, key, i, m) n +=
-                        sizeof(size_t) + i + flat_size(m);
+                for (void *it = json_object_iter((json_t *) v); it;
+                     it = json_object_iter_next((json_t *) v, it))
+                        n += sizeof(size_t) + json_object_iter_key_len(it) +
+                             flat_size(json_object_iter_value(it));
                 return n;
         case JSON_TRUE:
         case JSON_FALSE:
@@ -197,7 +199,6 @@ static char *flat_put_bytes(char *p, const void *data, size_t len)
 /* Writes v at p (flat_size(v) bytes); returns the end. */
 static char *flat_put(char *p, const json_t *v)
 {
-        const char *key;
         size_t n, i;
         json_int_t iv;
         double rv;
@@ -230,8 +231,11 @@ static char *flat_put(char *p, const json_t *v)
                 n = json_object_size(v);
                 memcpy(p, &n, sizeof(n));
                 p += sizeof(n);
-                json_object_keylen_foreach((json_t *) v, key, i, m) p =
-                        flat_put(flat_put_bytes(p, key, i), m);
+                for (void *it = json_object_iter((json_t *) v); it;
+                     it = json_object_iter_next((json_t *) v, it))
+                        p = flat_put(flat_put_bytes(p, json_object_iter_key(it),
+                                                    json_object_iter_key_len(it)),
+                                     json_object_iter_value(it));
                 return p;
         case JSON_TRUE:
                 *p++ = FLAT_TRUE;
@@ -255,10 +259,96 @@ static size_t flat_get_size(const char **p)
         return n;
 }
 
-static json_t *flat_get(const char **p);
+/* The writer writes the lines as jansson's json_dumps(JSON_COMPACT) did, byte for byte
+ * (tests/unit/test-audit.c compares them), straight from the flat fields: no jansson values
+ * are made again, nor freed. */
 
-/* The members of a flat object at *p into o. Returns 0 or -ENOMEM. */
-static int flat_get_members(json_t *o, const char **p)
+static int put(struct buf *b, const char *p, size_t n)
+{
+        return buf_append(b, p, n, SIZE_MAX);
+}
+
+/* A JSON string of s[0, len), valid UTF-8: '"', '\' and control characters escaped. */
+static int put_string(struct buf *b, const char *s, size_t len)
+{
+        static const char hex[] = "0123456789ABCDEF", controls[] = "\b\f\n\r\t", names[] = "bfnrt";
+        const char *named;
+        size_t done = 0;
+
+        if (put(b, "\"", 1) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char) s[i];
+                char esc[6] = { '\\', (char) c, 0 };
+                size_t n = 2;
+
+                if (c >= 0x20 && c != '"' && c != '\\')
+                        continue;
+                named = memchr(controls, c, sizeof(controls) - 1);
+                if (named) {
+                        esc[1] = names[named - controls];
+                } else if (c != '"' && c != '\\') {
+                        memcpy(esc, "\\u00", 4);
+                        esc[4] = hex[c >> 4];
+                        esc[5] = hex[c & 15];
+                        n = 6;
+                }
+                if (put(b, s + done, i - done) < 0 || put(b, esc, n) < 0)
+                        return -ENOMEM;
+                done = i + 1;
+        }
+        return put(b, s + done, len - done) < 0 || put(b, "\"", 1) < 0 ? -ENOMEM : 0;
+}
+
+/* A string that did not come from a jansson value (a tenant name, an id): made valid UTF-8 if
+ * need be. NULL: null. */
+static int put_text(struct buf *b, const char *s)
+{
+        _cleanup_free_ char *clean = NULL;
+
+        if (!s)
+                return put(b, "null", 4);
+        if (utf8_is_valid(s, strlen(s)))
+                return put_string(b, s, strlen(s));
+        clean = utf8_sanitize(s, strlen(s));
+        return clean ? put_string(b, clean, strlen(clean)) : -ENOMEM;
+}
+
+/* A real as jansson writes it: 17 significant digits, always a '.' or an exponent (so that it
+ * reads back as a real), the exponent without '+' or leading zeros. */
+static int put_real(struct buf *b, double v)
+{
+        const char *point = localeconv()->decimal_point;
+        char text[40], *p;
+        int n;
+
+        n = snprintf(text, sizeof(text) - 2, "%.17g", v);
+        if (n < 0 || (size_t) n >= sizeof(text) - 2)
+                return -EINVAL;
+        if (point[0] && point[0] != '.' && !point[1] && (p = strchr(text, point[0])))
+                *p = '.';
+        if (!strpbrk(text, ".e"))
+                memcpy(text + n, ".0", 3);
+        p = strchr(text, 'e');
+        if (p) {
+                char *from = p + 1, *to = p + 1;
+
+                if (*from == '-')
+                        from++, to++;
+                else if (*from == '+')
+                        from++;
+                while (*from == '0' && from[1])
+                        from++;
+                memmove(to, from, strlen(from) + 1);
+        }
+        return put(b, text, strlen(text));
+}
+
+static int flat_dump(struct buf *b, const char **p);
+
+/* The members of the flat object at *p as "key":value, comma-separated; with comma, the first
+ * one too is preceded by a comma. */
+static int flat_dump_members(struct buf *b, const char **p, bool comma)
 {
         size_t n = flat_get_size(p);
 
@@ -267,59 +357,56 @@ static int flat_get_members(json_t *o, const char **p)
                 const char *key = *p;
 
                 *p += len;
-                /* The key and the strings were valid UTF-8 when they were made. */
-                if (json_object_setn_new_nocheck(o, key, len, flat_get(p)) < 0)
+                if (((i > 0 || comma) && put(b, ",", 1) < 0) || put_string(b, key, len) < 0 ||
+                    put(b, ":", 1) < 0 || flat_dump(b, p) < 0)
                         return -ENOMEM;
         }
         return 0;
 }
 
-/* The value at *p, as a new reference (NULL when out of memory; *p is then undefined). */
-static json_t *flat_get(const char **p)
+/* The JSON text of the flat value at *p, which moves past it. */
+static int flat_dump(struct buf *b, const char **p)
 {
+        char num[32];
         json_int_t iv;
         double rv;
         size_t n;
-        json_t *v;
+        int r;
 
         switch (*(*p)++) {
         case FLAT_TRUE:
-                return json_true();
+                return put(b, "true", 4);
         case FLAT_FALSE:
-                return json_false();
+                return put(b, "false", 5);
         case FLAT_INT:
                 memcpy(&iv, *p, 8);
                 *p += 8;
-                return json_integer(iv);
+                r = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, iv);
+                return put(b, num, (size_t) r);
         case FLAT_REAL:
                 memcpy(&rv, *p, 8);
                 *p += 8;
-                return json_real(rv);
+                return put_real(b, rv);
         case FLAT_STRING:
                 n = flat_get_size(p);
-                v = json_stringn_nocheck(*p, n);
+                r = put_string(b, *p, n);
                 *p += n;
-                return v;
+                return r;
         case FLAT_ARRAY:
                 n = flat_get_size(p);
-                v = json_array();
-                for (size_t i = 0; v && i < n; i++)
-                        if (json_array_append_new(v, flat_get(p)) < 0)
-                                v = (json_decref(v), NULL);
-                return v;
+                if (put(b, "[", 1) < 0)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        if ((i > 0 && put(b, ",", 1) < 0) || flat_dump(b, p) < 0)
+                                return -ENOMEM;
+                return put(b, "]", 1);
         case FLAT_OBJECT:
-                v = json_object();
-                if (v && flat_get_members(v, p) < 0)
-                        v = (json_decref(v), NULL);
-                return v;
+                if (put(b, "{", 1) < 0 || flat_dump_members(b, p, false) < 0)
+                        return -ENOMEM;
+                return put(b, "}", 1);
         default:
-                return json_null();
+                return put(b, "null", 4);
         }
-}
-
-static int dump_to_buf(const char *p, size_t n, void *userdata)
-{
-        return buf_append(userdata, p, n, SIZE_MAX) < 0 ? -1 : 0;
 }
 
 /* Appends one event's line, '\n' included, to b: {"time", "event", "tenant", "session",
@@ -329,16 +416,21 @@ static int line_append(struct buf *b, const struct timespec *when, const char *e
                        const char *tenant, const char *session, const char *request_id,
                        const char *fields)
 {
-        _cleanup_(json_decrefp) json_t *o = NULL;
+        static const char *const names[] = { ",\"event\":", ",\"tenant\":", ",\"session\":",
+                                             ",\"request_id\":" };
+        const char *values[] = { event, tenant, session, request_id };
         size_t was = b->len;
         char time[40];
+        int r;
 
         format_time(when, time, sizeof(time));
-        o = json_pack("{s:s, s:s, s:s?, s:s?, s:s?}", "time", time, "event", event, "tenant",
-                      tenant, "session", session, "request_id", request_id);
-        if (o && (!fields || (*fields++ == FLAT_OBJECT && flat_get_members(o, &fields) == 0)) &&
-            json_dump_callback(o, dump_to_buf, b, JSON_COMPACT) == 0 &&
-            buf_append(b, "\n", 1, SIZE_MAX) == 0)
+        r = put(b, "{\"time\":", 8) < 0 || put_string(b, time, strlen(time)) < 0 ? -ENOMEM : 0;
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(names); i++)
+                if (put(b, names[i], strlen(names[i])) < 0 || put_text(b, values[i]) < 0)
+                        r = -ENOMEM;
+        if (r == 0 && fields && *fields++ == FLAT_OBJECT)
+                r = flat_dump_members(b, &fields, true);
+        if (r == 0 && put(b, "}\n", 2) == 0)
                 return 0;
         b->len = was;
         if (b->data)
@@ -661,12 +753,10 @@ static void write_batch(struct audit *a, struct entry *batch)
                 buf_done(&a->out);
 }
 
-/* A batch's window: after a first line the writer waits up to AUDIT_FLUSH_MS for more, so that
- * a busy daemon pays one wake-up and one write per batch rather than per line. It goes at once
- * for a full batch, a flush or the end. */
-static void wait_for_more_locked(struct audit *a)
+/* Waits until the monotonic time until (ns) for more lines; returns at once for a full batch,
+ * a flush or the end. */
+static void wait_window_locked(struct audit *a, uint64_t until)
 {
-        uint64_t until = a->first_ns + AUDIT_FLUSH_MS * 1000000ull;
         struct timespec ts = { .tv_sec = (time_t) (until / 1000000000u),
                                .tv_nsec = (long) (until % 1000000000u) };
 
@@ -675,23 +765,32 @@ static void wait_for_more_locked(struct audit *a)
                         break;
 }
 
+/* The writer gathers lines for a window of AUDIT_FLUSH_MS before it writes them, so that a
+ * busy daemon pays one wake-up and one write per batch rather than per line. The window
+ * starts at the first line of an idle log, whose emitter wakes the writer, or at the end of
+ * the last batch: while lines keep coming, no emitter needs to wake it. */
 static void *writer_main(void *userdata)
 {
         struct audit *a = userdata;
+        bool busy = false; /* a batch was just written: more lines are likely */
 
         pthread_mutex_lock(&a->qlock);
         for (;;) {
                 struct entry *batch;
                 unsigned n;
 
-                while (!a->head && !a->stopping) {
+                while (!busy && !a->head && !a->stopping) {
                         a->writer_idle = true;
                         pthread_cond_wait(&a->wake, &a->qlock);
                 }
                 a->writer_idle = false;
-                if (!a->head)
-                        break; /* stopping, and every line is written */
-                wait_for_more_locked(a);
+                if (!a->head && a->stopping)
+                        break; /* every line is written */
+                wait_window_locked(a, (a->head ? a->first_ns : now_ns()) +
+                                              AUDIT_FLUSH_MS * 1000000ull);
+                busy = a->head != NULL;
+                if (!busy)
+                        continue; /* a window without a line: idle */
                 batch = a->head;
                 n = a->queued;
                 a->head = NULL;
@@ -781,7 +880,7 @@ void audit_emit(struct audit *a, const char *event, const char *tenant, const ch
         a->tail = &e->next;
         a->queued++;
         a->enqueued++;
-        /* The writer is woken once per batch, by its first line (or a full batch): a busy
+        /* An idle writer is woken by the first line, a busy one only by a full batch: a busy
          * daemon's emitters make no system call here. */
         if (a->writer_idle || a->queued == AUDIT_BATCH_LINES) {
                 a->writer_idle = false;

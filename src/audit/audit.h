@@ -3,16 +3,16 @@
  * refusals), with its time, tenant, session and the request id of the X-Request-Id header. The
  * lines go to a file, rotated by size, and optionally to syslog(3), which journald reads.
  *
- * Writing: audit_emit() takes the event's time and queues it; a writer thread makes the JSON
- * and writes the lines in batches, one write(2) with O_APPEND per batch (per file when the batch
- * crosses a rotation), so the request that caused an event pays a small allocation and a list
- * append, not the JSON nor the system call. A line reaches the kernel within AUDIT_FLUSH_MS of
- * its event (unless the writer is behind a stalled disk), not before audit_emit() returns: a
- * crash of the daemon (SIGKILL, a fault) may lose the lines of its last AUDIT_FLUSH_MS; a clean
- * stop loses none (audit_free() writes every queued line), and audit_flush() is a barrier.
- * Lines are never fsync'd one by one (a power cut may lose the kernel's last seconds of
- * writeback); the file is fdatasync'd by audit_free(). Lines appear in the order of their
- * audit_emit() calls, each whole: concurrent emitters never interleave, a write cut short is
+ * Writing: audit_emit() copies the event (its time, strings and fields) into one allocation and
+ * queues it; a writer thread makes the JSON lines and writes them in batches, one write(2) with
+ * O_APPEND per batch (per file when the batch crosses a rotation), so the request that caused
+ * an event pays the copy and a list append, not the JSON nor the system call. A line reaches the
+ * kernel within AUDIT_FLUSH_MS of its event (unless the writer is behind a stalled disk), not
+ * before audit_emit() returns: a crash of the daemon (SIGKILL, a fault) may lose the lines of its
+ * last AUDIT_FLUSH_MS; a clean stop loses none (audit_free() writes every queued line), and
+ * audit_flush() is a barrier. Lines are never fsync'd one by one (a power cut may lose the kernel's
+ * last seconds of writeback); the file is fdatasync'd by audit_free(). Lines appear in the order of
+ * their audit_emit() calls, each whole: concurrent emitters never interleave, a write cut short is
  * cut back to its last whole line, and rotation happens between lines, so no line is split
  * across files. At most 1024 lines wait; an emitter past that waits for room (said once on
  * stderr), so a stalled disk slows requests down and no line is dropped. A line that cannot
@@ -69,9 +69,10 @@ void audit_flush(struct audit *a);
 
 /* Writes one event: {"time", "event", "tenant", "session", "request_id", ...fields}. tenant,
  * session and request_id may be NULL (written as null); fields (may be NULL) is an object whose
- * members are added, taken over (stolen) also on failure. All are copied before it returns: the
- * writer thread makes the line later. a NULL: does nothing but free fields. Never fails: a line
- * that cannot be made or written is counted (audit_write_failures()). */
+ * members follow (none may be named as the five first), taken over (stolen) also on failure.
+ * All are copied before it returns: the writer thread makes the line later. a NULL: does nothing
+ * but free fields. Never fails: a line that cannot be made or written is counted
+ * (audit_write_failures()). */
 void audit_emit(struct audit *a, const char *event, const char *tenant, const char *session,
                 const char *request_id, json_t *fields);
 
