@@ -44,6 +44,9 @@ static void remove_dir(void)
         (void) rmdir(dir);
 }
 
+/* Every test gets a directory of its own, removed also when an assertion failed. */
+TestSuite(audit, .init = make_dir, .fini = remove_dir);
+
 static struct audit *open_audit(const char *file, uint64_t max_bytes, enum audit_fail_mode fail)
 {
         struct airlock_error err = { { 0 } };
@@ -98,7 +101,6 @@ Test(audit, lines_are_what_jansson_writes_for_every_kind_of_field)
         struct audit *a;
         FILE *f;
 
-        make_dir();
         a = open_audit(path, 0, AUDIT_FAIL_CONTINUE);
         fields = json_pack("{s:s, s:s%, s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, "
                            "s:b, s:n, s:{}, s:[], s:{s:[i, s, {s:s}], s:f}}",
@@ -151,7 +153,6 @@ Test(audit, lines_are_what_jansson_writes_for_every_kind_of_field)
         free(text);
         json_decref(want);
         json_decref(lines);
-        remove_dir();
 }
 
 Test(audit, flush_returns_once_the_lines_emitted_before_it_are_in_the_file)
@@ -159,7 +160,6 @@ Test(audit, flush_returns_once_the_lines_emitted_before_it_are_in_the_file)
         struct audit *a;
         json_t *lines;
 
-        make_dir();
         a = open_audit(path, 0, AUDIT_FAIL_CONTINUE);
         for (int i = 0; i < 3; i++)
                 audit_emit(a, "test.flush", NULL, NULL, NULL, json_pack("{s:i}", "i", i));
@@ -170,7 +170,6 @@ Test(audit, flush_returns_once_the_lines_emitted_before_it_are_in_the_file)
         json_decref(lines);
         audit_flush(a); /* nothing queued: returns at once */
         a = audit_free(a);
-        remove_dir();
 }
 
 #define EMITTERS 4
@@ -210,7 +209,6 @@ Test(audit, concurrent_emitters_never_interleave_and_free_writes_every_queued_li
         json_t *lines, *e;
         size_t i;
 
-        make_dir();
         a = open_audit(path, 0, AUDIT_FAIL_CONTINUE);
         for (int k = 0; k < EMITTERS; k++) {
                 em[k] = (struct emitter){ a, k, PER_EMITTER };
@@ -234,7 +232,6 @@ Test(audit, concurrent_emitters_never_interleave_and_free_writes_every_queued_li
                 cr_assert(strspn(pad, (char[]){ (char) ('a' + k), 0 }) == strlen(pad));
         }
         json_decref(lines);
-        remove_dir();
 }
 
 /* With a 4 KiB limit, a batch of many lines crosses several rotations: each file but the
@@ -249,7 +246,6 @@ Test(audit, rotation_cuts_a_batch_between_lines)
         char p[160];
         struct stat st;
 
-        make_dir();
         a = open_audit(path, 4096, AUDIT_FAIL_CONTINUE);
         for (int k = 0; k < 2; k++) {
                 em[k] = (struct emitter){ a, k, 300 };
@@ -280,7 +276,6 @@ Test(audit, rotation_cuts_a_batch_between_lines)
         cr_assert_gt(files, 50);
         cr_assert_lt(files, 500, "no file was dropped");
         cr_assert_eq(total, 600u);
-        remove_dir();
 }
 
 /* logrotate without copytruncate: lines emitted before audit_reopen() go to the renamed file
@@ -291,7 +286,6 @@ Test(audit, reopen_writes_the_queued_lines_into_the_old_file_first)
         struct audit *a;
         json_t *old, *cur;
 
-        make_dir();
         snprintf(rotated, sizeof(rotated), "%s.old", path);
         a = open_audit(path, 0, AUDIT_FAIL_CONTINUE);
         audit_emit(a, "test.first", NULL, NULL, NULL, NULL);
@@ -311,7 +305,6 @@ Test(audit, reopen_writes_the_queued_lines_into_the_old_file_first)
                          "test.after");
         json_decref(old);
         json_decref(cur);
-        remove_dir();
 }
 
 /* /dev/full takes no byte (ENOSPC): every line is counted as lost; with refuse, executions
@@ -350,7 +343,6 @@ Test(audit, code_is_hashed_whole_and_its_text_cut_at_the_limit)
         json_t *f = json_object();
         struct audit *a;
 
-        make_dir();
         a = open_audit(path, 0, AUDIT_FAIL_CONTINUE);
         cr_assert_eq(audit_add_code(a, f, "abc", 3), 0);
         /* FIPS 180-2, appendix B.1 */
@@ -368,5 +360,4 @@ Test(audit, code_is_hashed_whole_and_its_text_cut_at_the_limit)
         json_decref(f);
         free(code);
         a = audit_free(a);
-        remove_dir();
 }
