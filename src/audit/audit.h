@@ -3,15 +3,25 @@
  * refusals), with its time, tenant, session and the request id of the X-Request-Id header. The
  * lines go to a file, rotated by size, and optionally to syslog(3), which journald reads.
  *
- * Writing: each line is one write(2) with O_APPEND under the log's mutex, in the thread of the
- * event: a line is in the kernel when audit_emit() returns (it survives a crash of the daemon),
- * never fsync'd per line (a power cut may lose the kernel's last seconds of writeback). The
- * mutex makes rotation atomic with respect to writers: no line is lost or split across files.
- * A failed write (disk full, file unwritable) is counted, said once on stderr per change of
- * state, and with AUDIT_FAIL_REFUSE makes audit_check() refuse executions until a line can be
- * written again.
+ * Writing: audit_emit() copies the event (its time, strings and fields) into one allocation and
+ * queues it; a writer thread makes the JSON lines and writes them in batches, one write(2) with
+ * O_APPEND per batch (per file when the batch crosses a rotation), so the request that caused
+ * an event pays the copy and a list append, not the JSON nor the system call. A line reaches the
+ * kernel within AUDIT_FLUSH_MS of its event (unless the writer is behind a stalled disk), not
+ * before audit_emit() returns: a crash of the daemon (SIGKILL, a fault) may lose the lines of its
+ * last AUDIT_FLUSH_MS; a clean stop loses none (audit_free() writes every queued line), and
+ * audit_flush() is a barrier. Lines are never fsync'd one by one (a power cut may lose the kernel's
+ * last seconds of writeback); the file is fdatasync'd by audit_free(). Lines appear in the order of
+ * their audit_emit() calls, each whole: concurrent emitters never interleave, a write cut short is
+ * cut back to its last whole line, and rotation happens between lines, so no line is split
+ * across files. At most 1024 lines wait; an emitter past that waits for room (said once on
+ * stderr), so a stalled disk slows requests down and no line is dropped. A line that cannot
+ * be written (disk full, file unwritable) is counted, said once on stderr per change of state,
+ * and with AUDIT_FAIL_REFUSE makes audit_check() refuse executions until a line can be written
+ * again: executions that ran before the writer met the failure keep their result.
  *
- * Threading: every function may be called from any thread. */
+ * Threading: every function may be called from any thread (audit_free() once the others are
+ * done). */
 #pragma once
 
 #include "base/error.h"
@@ -46,13 +56,23 @@ struct audit_config {
  * audit_free(). */
 int audit_new(const struct audit_config *cfg, struct audit **ret_audit, struct airlock_error *err);
 
-/* Closes the log. Accepts NULL, returns NULL. */
+/* A line reaches the kernel at most this long after its event, unless the disk stalls. */
+#define AUDIT_FLUSH_MS 10
+
+/* Writes every queued line, stops the writer, fdatasync's and closes the log. No other call may
+ * run during or after it. Accepts NULL, returns NULL. */
 struct audit *audit_free(struct audit *a);
+
+/* Returns once every line emitted before the call is written (or counted as lost), and sent to
+ * syslog. a NULL: nothing. */
+void audit_flush(struct audit *a);
 
 /* Writes one event: {"time", "event", "tenant", "session", "request_id", ...fields}. tenant,
  * session and request_id may be NULL (written as null); fields (may be NULL) is an object whose
- * members are added, taken over (stolen) also on failure. a NULL: does nothing but free fields.
- * Never fails: a line that cannot be written is counted (audit_write_failures()). */
+ * members follow (none may be named as the five first), taken over (stolen) also on failure.
+ * All are copied before it returns: the writer thread makes the line later. a NULL: does nothing
+ * but free fields. Never fails: a line that cannot be made or written is counted
+ * (audit_write_failures()). */
 void audit_emit(struct audit *a, const char *event, const char *tenant, const char *session,
                 const char *request_id, json_t *fields);
 
@@ -80,8 +100,8 @@ void audit_emit_owned(struct audit *a, const char *event, const char *owner, con
                       json_t *fields);
 
 /* Whether an execution may run: 0, or with AUDIT_FAIL_REFUSE while lines cannot be written
- * -ESHUTDOWN (HTTP 503) with err naming the audit failure. It tries the file again first, so
- * the refusal ends as soon as the disk has room. a NULL: 0. */
+ * (as the writer last found) -ESHUTDOWN (HTTP 503) with err naming the audit failure. It tries
+ * the file again first, so the refusal ends as soon as the disk has room. a NULL: 0. */
 int audit_check(struct audit *a, struct airlock_error *err);
 
 /* Whether execution events carry the code text. a NULL: false. */
@@ -90,7 +110,8 @@ bool audit_wants_code(const struct audit *a);
 /* Lines that could not be written since the start (for /metrics). a NULL: 0. */
 uint64_t audit_write_failures(const struct audit *a);
 
-/* Reopens the file at its path (after an outside rotation, SIGHUP). Returns 0 or -errno. */
+/* Reopens the file at its path (after an outside rotation, SIGHUP): the lines queued before
+ * the call go to the file open until then. Returns 0 or -errno. */
 int audit_reopen(struct audit *a);
 
 /* The execution's fields of docs/AUDIT.md into fields (an object): code_sha256, code (unless

@@ -61,6 +61,18 @@ char *utf8_sanitize(const char *buf, size_t len)
         return out;
 }
 
+bool utf8_is_valid(const char *buf, size_t len)
+{
+        const unsigned char *s = (const unsigned char *) buf;
+
+        for (size_t i = 0, n; i < len; i += n) {
+                n = utf8_valid_len(s + i, len - i);
+                if (n == 0)
+                        return false;
+        }
+        return true;
+}
+
 size_t utf8_complete_prefix(const char *buf, size_t len)
 {
         const unsigned char *s = (const unsigned char *) buf;

@@ -312,6 +312,29 @@ class Daemon:
         except FileNotFoundError:
             return ""
 
+    def audit_lines(self, until=None, path=None, start_at=0, timeout=10):
+        """The audit log's whole lines from byte start_at on, parsed (a line that does not
+        parse fails the test). The daemon's writer thread writes a line within 10 ms of its
+        event, not before the call that caused it answers (docs/AUDIT.md): with until (a
+        function of the lines) this reads again until it holds, and fails after timeout
+        seconds showing the last lines it saw."""
+        path = pathlib.Path(path or self.state_dir / "audit.log")
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(path, "rb") as f:
+                f.seek(start_at)
+                data = f.read()
+            # A batch being written may show only its beginning: up to its last whole line.
+            data = data[:data.rfind(b"\n") + 1]
+            lines = [json.loads(ln) for ln in data.decode().splitlines()]
+            if until is None or until(lines):
+                return lines
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the audit log {path} did not get the lines expected within {timeout} s; "
+                    "its last lines:\n" + "\n".join(json.dumps(e) for e in lines[-8:]))
+            time.sleep(0.01)
+
     def session_ids(self, text=None):
         """Every session id this daemon logged (created or ended)."""
         return set(SESSION_ID_RE.findall(self.log_text() if text is None else text))

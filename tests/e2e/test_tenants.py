@@ -409,9 +409,10 @@ def test_quota_and_profile_refusals_in_the_openai_and_e2b_shapes(daemon):
         t.close()
 
 
-def audit_lines(daemon):
-    return [json.loads(line) for line in
-            (daemon.state_dir / "audit.log").read_text().splitlines() if line.strip()]
+def until_request(rid):
+    """For Daemon.audit_lines(): until the line of the request with id rid is written, and with
+    it every line of earlier calls (lines are written in the order of their events)."""
+    return lambda lines: any(x["request_id"] == rid for x in lines)
 
 
 def test_audit_lines_carry_quota_refusals_and_e2b_auth_failures(daemon):
@@ -422,7 +423,7 @@ def test_audit_lines_carry_quota_refusals_and_e2b_auth_failures(daemon):
         r = daemon.client().post(daemon.url + "/e2b/api/v2/sandboxes", json={},
                                  headers={"X-API-KEY": "alk_" + "0" * 64}, timeout=60)
         assert r.status_code == 401, r.text
-        lines = audit_lines(daemon)
+        lines = daemon.audit_lines(until=until_request(r.headers["X-Request-Id"]))
         q = [x for x in lines if x["event"] == "quota.refusal" and x["tenant"] == "quota-u"]
         assert q and q[-1]["quota"] == "max_sessions" and q[-1]["limit"] == 1, lines[-5:]
         f = [x for x in lines if x["event"] == "auth.failure" and x["route"].startswith("/e2b")]
@@ -431,6 +432,7 @@ def test_audit_lines_carry_quota_refusals_and_e2b_auth_failures(daemon):
         r = daemon.client().post(daemon.url + "/e2b/api/v2/sandboxes", json={},
                                  headers={"X-API-KEY": t.key}, timeout=60)
         assert r.status_code == 429, r.text
-        assert audit_lines(daemon)[-1]["tenant"] == "quota-u"
+        lines = daemon.audit_lines(until=until_request(r.headers["X-Request-Id"]))
+        assert lines[-1]["tenant"] == "quota-u", lines[-3:]
     finally:
         t.close()

@@ -127,7 +127,7 @@ Test(parse_duration_ms, table)
         }
 }
 
-/* utf8_sanitize and utf8_complete_prefix */
+/* utf8_sanitize, utf8_is_valid and utf8_complete_prefix */
 
 struct utf8_case {
         const char *in;
@@ -175,6 +175,11 @@ Test(utf8, sanitize_table)
 
                 cr_assert_not_null(out);
                 cr_expect_str_eq(out, cases[i].out, "case %zu: got \"%s\"", i, out);
+                /* Valid exactly when sanitizing changes nothing. */
+                cr_expect_eq(utf8_is_valid(cases[i].in, cases[i].len),
+                             strlen(cases[i].out) == cases[i].len &&
+                                     memcmp(cases[i].out, cases[i].in, cases[i].len) == 0,
+                             "case %zu", i);
         }
 }
 
