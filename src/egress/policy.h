@@ -16,9 +16,9 @@
  * A destination is allowed when a rule matches it AND it is not forbidden. A destination asked
  * for by name matches name rules on that name and port; its resolved addresses must each pass
  * egress_addr_forbidden(), and one on the host's loopback must also match an address rule (the
- * proxy enforces both: src/egress/conn.c). A destination asked for by address (a literal) matches only address
- * and CIDR rules: naming an address that an allowed name happens to resolve to does not make it
- * allowed. */
+ * proxy enforces both: src/egress/conn.c). A destination asked for by address (a literal) matches
+ * only address and CIDR rules: naming an address that an allowed name happens to resolve to does
+ * not make it allowed. */
 #pragma once
 
 #include "base/error.h"
