@@ -43,7 +43,7 @@ def test_minimal_refuses_os_via_importlib_and_dunder():
 
 def test_default_runs_inside_the_sandbox_only():
     res = run('import os\nos.system("ls -a /")\nos.system("ls -a /mnt")\n'
-              'os.system("ls -a /home")\n'
+              'os.system("ls -a /home")\nos.system("ls -a /opt")\n'
               'a, b = os.stat("/work"), os.stat("/mnt/data")\n'
               'print("SAME" if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else "OTHER")\n'
               'print(os.path.realpath("/home/user"))')
@@ -52,10 +52,15 @@ def test_default_runs_inside_the_sandbox_only():
     # ls -a /, ls -a /mnt, ls -a /home: each listing starts with its ".".
     second = lines.index(".", 1)
     third = lines.index(".", second + 1)
-    entries, mnt, home = lines[:second], lines[second:third], lines[third:-2]
+    fourth = lines.index(".", third + 1)
+    entries, mnt, home = lines[:second], lines[second:third], lines[third:fourth]
+    opt = lines[fourth:-2]
     assert "work" in entries and "usr" in entries, entries
-    for host_only in ("root", "boot", "sys", "srv", "media", "opt"):
+    for host_only in ("root", "boot", "sys", "srv", "media"):
         assert host_only not in entries, f"/{host_only} visible: {entries}"
+    # /opt is airlock's own, not the host's: only its airlock directory (the pip shims, and a
+    # profile's layer) is there.
+    assert opt == [".", "..", "airlock"], f"/opt holds {opt}"
     # /mnt is airlock's own, not the host's: it holds only data, which is /work itself (where
     # code written for OpenAI's code interpreter keeps its files).
     assert mnt == [".", "..", "data"], f"/mnt holds {mnt}"
