@@ -243,6 +243,10 @@ struct egress_relay {
  * not one; or -errno (a reset). */
 int egress_relay_run(struct egress_relay *r);
 
+/* The bytes by which relays' buffers have grown past their first size, now, over all relays
+ * of the process; *peak (if not NULL) gets the most there has been. */
+size_t egress_relay_grown(size_t *peak);
+
 /* netns.c */
 
 /* Enters the network namespace of the process behind pidfd from a short-lived thread, brings

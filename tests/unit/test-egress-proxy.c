@@ -4,6 +4,7 @@
  * "sandbox"), the proxy's session is opened into it, upstream servers listen on the lab host's
  * loopback and clients connect from inside the sandbox. No traffic leaves the namespaces the
  * test made. Needs root; skipped, saying why, without it. The HTTP parser tests need nothing. */
+#include "egress/egress-internal.h"
 #include "egress/egress.h"
 #include "egress/http-parse.h"
 #include "egress/policy.h"
@@ -195,6 +196,7 @@ enum srv_kind {
         SRV_ECHO,   /* echoes until EOF, then closes */
         SRV_HTTP,   /* reads a head, keeps it, answers "hello" */
         SRV_SOURCE, /* sends SOURCE_BYTES, then closes */
+        SRV_DEAF,   /* half-closes at once and never reads */
 };
 #define SOURCE_BYTES (64u * 1024u)
 
@@ -269,6 +271,9 @@ static void *srv_conn_main(void *arg)
                 while ((n = read(sc->fd, buf, sizeof(buf))) > 0)
                         if (write(sc->fd, buf, (size_t) n) != n)
                                 break;
+        } else if (srv->kind == SRV_DEAF) {
+                (void) shutdown(sc->fd, SHUT_WR);
+                (void) sleep(60); /* the test's process ends first */
         } else if (srv->kind == SRV_SOURCE) {
                 memset(buf, 'x', sizeof(buf));
                 for (size_t sent = 0; sent < SOURCE_BYTES; sent += sizeof(buf))
@@ -574,6 +579,130 @@ Test(egress_proxy, connect_relays_and_counts)
         cr_assert(seen_find(EGRESS_EVENT_CLOSE, "127.0.0.1", echo->port, &ev));
         cr_assert_eq(ev.bytes_in, 5);
         cr_assert_eq(ev.bytes_out, 5);
+        (void) egress_free(lab_egress);
+        egress_policy_free(p);
+        sandbox_stop(&sb);
+}
+
+/* Bulk both ways at once (the echo server sends back what it gets while more comes): every
+ * byte arrives in order, is counted, and the relay's buffers grow for it and give the memory
+ * back. */
+#define BULK_BYTES (8u << 20)
+
+static uint8_t bulk_byte(size_t i)
+{
+        return (uint8_t) ((i * 2654435761u) >> 13);
+}
+
+static void *bulk_send(void *arg)
+{
+        int fd = (int) (intptr_t) arg;
+        uint8_t *b = malloc(BULK_BYTES);
+
+        cr_assert_not_null(b);
+        for (size_t i = 0; i < BULK_BYTES; i++)
+                b[i] = bulk_byte(i);
+        for (size_t sent = 0; sent < BULK_BYTES;) {
+                ssize_t n = send(fd, b + sent, BULK_BYTES - sent, MSG_NOSIGNAL);
+
+                cr_assert_gt(n, 0, "send: %s", strerror(errno));
+                sent += (size_t) n;
+        }
+        (void) shutdown(fd, SHUT_WR);
+        free(b);
+        return NULL;
+}
+
+Test(egress_proxy, bulk_both_ways_arrives_whole)
+{
+        struct egress_policy *p;
+        struct egress_session *s;
+        struct sandbox sb;
+        struct srv *echo;
+        char hostport[64];
+        _cleanup_free_ uint8_t *got = malloc(BULK_BYTES + 1);
+        size_t len = 0, bad = BULK_BYTES, peak = 0;
+        pthread_t sender;
+        ssize_t n;
+        json_t *u;
+        int fd;
+
+        cr_assert_not_null(got);
+        lab_host();
+        sb = sandbox_start();
+        echo = srv_start("127.0.0.1", SRV_ECHO);
+        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", echo->port);
+        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
+        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", echo->port);
+        fd = tunnel(&sb, hostport);
+        cr_assert_eq(pthread_create(&sender, NULL, bulk_send, (void *) (intptr_t) fd), 0);
+        while (len <= BULK_BYTES && (n = read(fd, got + len, BULK_BYTES + 1 - len)) > 0)
+                len += (size_t) n;
+        cr_assert_eq(pthread_join(sender, NULL), 0);
+        (void) close(fd);
+        cr_assert_eq(len, BULK_BYTES, "%zu bytes came back instead of %u", len, BULK_BYTES);
+        for (size_t i = 0; i < len && bad == BULK_BYTES; i++)
+                if (got[i] != bulk_byte(i))
+                        bad = i;
+        cr_assert_eq(bad, BULK_BYTES, "byte %zu differs", bad);
+
+        /* The last byte read came through the relay, so it has been counted. */
+        u = egress_session_totals(s);
+        cr_assert_eq(num(u, "bytes_out"), BULK_BYTES);
+        cr_assert_eq(num(u, "bytes_in"), BULK_BYTES);
+        json_decref(u);
+        (void) egress_session_close(s);
+        (void) egress_free(lab_egress);
+        cr_assert_eq(egress_relay_grown(&peak), 0, "grown buffers given back");
+        cr_assert_geq(peak, 64u * 1024u, "a bulk transfer grew the relay's buffers: %zu", peak);
+        egress_policy_free(p);
+        sandbox_stop(&sb);
+}
+
+/* A client resets its connection while the relay holds its bytes for an upstream that has
+ * half-closed and does not read: the relay ends at once (it used to spin on the reset, which
+ * poll() reports whatever it is asked). */
+Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
+{
+        static char chunk[64 * 1024];
+        const struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
+        struct egress_policy *p;
+        struct egress_session *s;
+        struct sandbox sb;
+        struct srv *deaf;
+        struct seen ev;
+        char hostport[64], rest[16];
+        struct pollfd pf;
+        size_t sent = 0;
+        bool closed = false;
+        int fd;
+
+        lab_host();
+        sb = sandbox_start();
+        deaf = srv_start("127.0.0.1", SRV_DEAF);
+        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", deaf->port);
+        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
+        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", deaf->port);
+        fd = tunnel(&sb, hostport);
+        cr_assert_eq(read_all(fd, rest, sizeof(rest)), 0, "the upstream's half-close passed on");
+        /* Everything between here and the upstream fills up. */
+        pf = (struct pollfd){ .fd = fd, .events = POLLOUT };
+        while (sent < (512u << 20) && poll(&pf, 1, 300) == 1) {
+                ssize_t n = send(fd, chunk, sizeof(chunk), MSG_DONTWAIT | MSG_NOSIGNAL);
+
+                cr_assert(n > 0 || errno == EAGAIN, "send: %s", strerror(errno));
+                sent += n > 0 ? (size_t) n : 0;
+        }
+        cr_assert_lt(sent, 512u << 20, "the deaf upstream's side never filled up");
+        cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close)), 0);
+        (void) close(fd); /* a reset, with bytes unsent */
+        for (int i = 0; i < 500 && !closed; i++) {
+                closed = seen_find(EGRESS_EVENT_CLOSE, "127.0.0.1", deaf->port, &ev);
+                if (!closed)
+                        (void) usleep(10000);
+        }
+        cr_assert(closed, "the relay still runs 5 s after its client reset the connection");
+        (void) egress_session_close(s);
         (void) egress_free(lab_egress);
         egress_policy_free(p);
         sandbox_stop(&sb);
