@@ -87,8 +87,9 @@ int egress_session_open(struct egress *e, int pidfd, const struct egress_policy 
                         const struct egress_policy *policy, const struct egress_session_info *info,
                         struct egress_session **ret, struct airlock_error *err);
 
-/* Renames the session (a pool member gets its id when handed out). */
-void egress_session_set_info(struct egress_session *s, const struct egress_session_info *info);
+/* Renames the session (a pool member gets its id when handed out). Returns 0, or -ENOMEM with
+ * the old names kept. */
+int egress_session_set_info(struct egress_session *s, const struct egress_session_info *info);
 
 /* Replaces the policy connections are checked against from now on (copied): a pool member
  * opened with its profile's policy takes its session's narrowed one when handed out. The

@@ -214,17 +214,18 @@ struct egress_session *egress_session_close(struct egress_session *s)
         return session_free(s);
 }
 
-void egress_session_set_info(struct egress_session *s, const struct egress_session_info *info)
+int egress_session_set_info(struct egress_session *s, const struct egress_session_info *info)
 {
         struct egress_info *i = info_new(info), *old;
 
         if (!i)
-                return; /* out of memory: the old names stay */
+                return -ENOMEM;
         (void) pthread_mutex_lock(&s->lock);
         old = s->info;
         s->info = i;
         (void) pthread_mutex_unlock(&s->lock);
         (void) egress_info_unref(old);
+        return 0;
 }
 
 int egress_session_set_policy(struct egress_session *s, const struct egress_policy *policy)

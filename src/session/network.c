@@ -54,15 +54,16 @@ void session_network_bind_as(struct sandbox *sb, const char *id, const char *ten
                              const struct profile *p, const struct egress_policy *network)
 {
         struct egress_session *es = sb ? sandbox_egress(sb) : NULL;
+        const struct egress_session_info info = { .session = id,
+                                                  .tenant = tenant && tenant[0] ? tenant : NULL,
+                                                  .profile = p->name };
 
         if (!es)
                 return;
-        egress_session_set_info(
-                es, &(struct egress_session_info){ .session = id,
-                                                   .tenant = tenant && tenant[0] ? tenant : NULL,
-                                                   .profile = p->name });
-        if (egress_session_set_policy(es, network ? network : p->network) < 0)
-                /* Out of memory: no session may keep more than it was given. */
+        /* Out of memory: no session may keep more than it was given, nor have its traffic
+         * counted and audited under another's (a pool member's) names: no network. */
+        if (egress_session_set_info(es, &info) < 0 ||
+            egress_session_set_policy(es, network ? network : p->network) < 0)
                 sandbox_set_egress(sb, NULL);
 }
 
