@@ -13,6 +13,10 @@ struct cli_command {
 #define EXIT_OUTPUT_LIMIT 125
 #define EXIT_OOM 137
 
+/* Prints "airlock CMD: <why>" and "Try 'airlock CMD --help'." on stderr (src/cli/usage.c);
+ * returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

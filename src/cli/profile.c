@@ -70,19 +70,6 @@ struct build_progress {
         unsigned n_errors;
 };
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-        va_list ap;
-
-        fprintf(stderr, "airlock profile: ");
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "\n(see `airlock profile --help`)\n");
-        return EXIT_USAGE;
-}
-
 static const char *size_text(uint64_t bytes, char buf[static 32])
 {
         static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -427,31 +414,35 @@ int cmd_profile(int argc, char **argv)
                         json = true;
                         break;
                 default:
-                        fprintf(stderr, "(see `airlock profile --help`)\n");
+                        fputs("Try 'airlock profile --help'.\n", stderr);
                         return EXIT_USAGE;
                 }
         }
         if (optind >= argc)
-                return usage_error("%s", "a subcommand is needed: list, show, build or rm");
+                return cli_usage_error("profile", "%s",
+                                       "a subcommand is needed: list, show, build or rm");
         verb = argv[optind++];
         if (strcmp(verb, "list") != 0 && strcmp(verb, "show") != 0 && strcmp(verb, "build") != 0 &&
             strcmp(verb, "rm") != 0)
-                return usage_error("unknown subcommand '%s' (list, show, build, rm)", verb);
+                return cli_usage_error("profile", "unknown subcommand '%s' (list, show, build, rm)",
+                                       verb);
         if (strcmp(verb, "list") != 0) {
                 if (optind >= argc)
-                        return usage_error("%s needs a profile NAME", verb);
+                        return cli_usage_error("profile", "%s needs a profile NAME", verb);
                 name = argv[optind++];
                 /* Only names: a layer belongs to the profile the daemon finds by that name. */
                 if (!profile_name_is_valid(name))
-                        return usage_error("'%s' is not a profile name (lowercase letters, "
-                                           "digits, '_' and '-', at most 64, starting with a "
-                                           "letter or digit; not a path)",
-                                           name);
+                        return cli_usage_error("profile",
+                                               "'%s' is not a profile name (lowercase letters, "
+                                               "digits, '_' and '-', at most 64, starting with a "
+                                               "letter or digit; not a path)",
+                                               name);
         }
         if (optind < argc)
-                return usage_error("unexpected argument '%s'", argv[optind]);
+                return cli_usage_error("profile", "unexpected argument '%s'", argv[optind]);
         if (json && strcmp(verb, "list") != 0)
-                return usage_error("--json goes with list (show always prints JSON)");
+                return cli_usage_error("profile",
+                                       "--json goes with list (show always prints JSON)");
 
         if (dir_arg) {
                 state_dir = strdup(dir_arg);

@@ -68,19 +68,6 @@ enum {
         OPT_JSON,
 };
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-        va_list ap;
-
-        fprintf(stderr, "airlock tenants: ");
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "\n(see `airlock tenants --help`)\n");
-        return EXIT_USAGE;
-}
-
 static void print_row(const json_t *t)
 {
         const json_t *profiles = json_object_get(t, "profiles");
@@ -150,26 +137,29 @@ int cmd_tenants(int argc, char **argv)
                         errno = 0;
                         v = strtoul(optarg, &end, 10);
                         if (errno || *end || !*optarg || optarg[0] == '-' || v > 1000000)
-                                return usage_error("--max-sessions '%s': expected a number "
-                                                   "from 0 (no quota) to 1000000",
-                                                   optarg);
+                                return cli_usage_error("tenants",
+                                                       "--max-sessions '%s': expected a number "
+                                                       "from 0 (no quota) to 1000000",
+                                                       optarg);
                         spec.has_max_sessions = true;
                         spec.max_sessions = (unsigned) v;
                         break;
                 }
                 case OPT_MAX_MEMORY:
                         if (parse_size(optarg, &spec.max_memory) < 0)
-                                return usage_error("--max-memory '%s': expected a size such as "
-                                                   "512MiB or 8GiB, or 0 for no quota",
-                                                   optarg);
+                                return cli_usage_error("tenants",
+                                                       "--max-memory '%s': expected a size such as "
+                                                       "512MiB or 8GiB, or 0 for no quota",
+                                                       optarg);
                         spec.has_max_memory = true;
                         break;
                 case OPT_MAX_CPU:
                         if (tenant_cpu_parse(optarg, &spec.max_millicpus) < 0)
-                                return usage_error("--max-cpu '%s': expected a number of cores "
-                                                   "from 0.01 to 1024 (e.g. 2.5), or 0 for no "
-                                                   "quota",
-                                                   optarg);
+                                return cli_usage_error("tenants",
+                                                       "--max-cpu '%s': expected a number of cores "
+                                                       "from 0.01 to 1024 (e.g. 2.5), or 0 for no "
+                                                       "quota",
+                                                       optarg);
                         spec.has_max_cpu = true;
                         break;
                 case OPT_PROFILES:
@@ -186,34 +176,37 @@ int cmd_tenants(int argc, char **argv)
                         json = true;
                         break;
                 default:
-                        fprintf(stderr, "(see `airlock tenants --help`)\n");
+                        fputs("Try 'airlock tenants --help'.\n", stderr);
                         return EXIT_USAGE;
                 }
         }
         spec.profiles = profiles;
         if (optind >= argc)
-                return usage_error("%s", "a subcommand is needed: add, list, show, set, revoke "
-                                         "or rotate");
+                return cli_usage_error("tenants", "%s",
+                                       "a subcommand is needed: add, list, show, set, revoke "
+                                       "or rotate");
         verb = argv[optind++];
         if (strcmp(verb, "list") != 0) {
                 if (optind >= argc)
-                        return usage_error("%s needs a tenant NAME", verb);
+                        return cli_usage_error("tenants", "%s needs a tenant NAME", verb);
                 name = argv[optind++];
         }
         if (optind < argc)
-                return usage_error("unexpected argument '%s'", argv[optind]);
+                return cli_usage_error("tenants", "unexpected argument '%s'", argv[optind]);
         has_quota = spec.has_max_sessions || spec.has_max_memory || spec.has_max_cpu ||
                     spec.has_profiles;
         if (has_quota && strcmp(verb, "add") != 0 && strcmp(verb, "set") != 0)
-                return usage_error("quota options go with add or set, not %s", verb);
+                return cli_usage_error("tenants", "quota options go with add or set, not %s", verb);
         if (strcmp(verb, "set") == 0 && !has_quota)
-                return usage_error("%s", "set needs at least one of --max-sessions, --max-memory, "
-                                         "--max-cpu, --profiles");
+                return cli_usage_error("tenants", "%s",
+                                       "set needs at least one of --max-sessions, --max-memory, "
+                                       "--max-cpu, --profiles");
         if (strcmp(verb, "add") != 0 && strcmp(verb, "list") != 0 && strcmp(verb, "show") != 0 &&
             strcmp(verb, "set") != 0 && strcmp(verb, "revoke") != 0 && strcmp(verb, "rotate") != 0)
-                return usage_error("unknown subcommand '%s' (add, list, show, set, revoke, "
-                                   "rotate)",
-                                   verb);
+                return cli_usage_error("tenants",
+                                       "unknown subcommand '%s' (add, list, show, set, revoke, "
+                                       "rotate)",
+                                       verb);
         if (strcmp(verb, "add") == 0 && tenant_name_check(name, &err) < 0) {
                 fprintf(stderr, "airlock tenants: %s\n", err.msg);
                 return EXIT_USAGE;
