@@ -267,12 +267,17 @@ static bool relay_finished(const struct relay_dir *out, const struct relay_dir *
         return in->done && (out->done || (relay_draining(out) && relay_dir_empty(out)));
 }
 
-/* Waits for p's events. Without events poll() still reports POLLHUP and POLLERR, so a side
- * cut by egress_session_close() (shutdown) wakes the relay up. An error (a reset) on either
- * side ends the relay with it: nothing more can reach that side, nor come from it. A hang-up
- * (both ways shut) with nothing asked of that side is noted in hung_up and that side left out
- * of later waits: else poll() would report it at once, again and again, while the other side
- * does not move (a client gone, an upstream that does not read): a spin. Returns 0 or -errno. */
+/* Waits for p's events (p[0] the client, p[1] the upstream). Without events poll() still
+ * reports POLLHUP and POLLERR, so a side cut by egress_session_close() (shutdown) wakes the
+ * relay up. But a side that has hung up or failed would then be reported at once, again and
+ * again, while the other side does not move (an upstream that does not read): a spin. So:
+ *   - an error on the client's side (it reset the connection) ends the relay: the relay is the
+ *     client's, and nothing more can reach it;
+ *   - an error or a hang-up on the upstream's side, and a hang-up (both ways shut) on the
+ *     client's, is noted in hung_up, and that side is left out of the waits that ask nothing
+ *     of it. What was read from it still goes on to the other side (an upstream may reset
+ *     right after its answer), and the error shows when that side is next read or written.
+ * Returns 0 or -errno. */
 static int relay_wait(struct pollfd p[2], bool hung_up[2])
 {
         int k;
@@ -284,17 +289,16 @@ static int relay_wait(struct pollfd p[2], bool hung_up[2])
                 return -EPIPE; /* nothing left that could wake the relay up */
         if (poll(p, 2, -1) < 0)
                 return errno == EINTR ? 0 : -errno;
-        for (int i = 0; i < 2; i++) {
-                if (p[i].revents & POLLERR) {
-                        socklen_t len = sizeof(k);
+        if (p[0].revents & POLLERR) {
+                socklen_t len = sizeof(k);
 
-                        k = 0;
-                        (void) getsockopt(p[i].fd, SOL_SOCKET, SO_ERROR, &k, &len);
-                        return -(k > 0 ? k : ECONNRESET);
-                }
-                if ((p[i].revents & POLLHUP) && !p[i].events)
-                        hung_up[i] = true;
+                k = 0;
+                (void) getsockopt(p[0].fd, SOL_SOCKET, SO_ERROR, &k, &len);
+                return -(k > 0 ? k : ECONNRESET);
         }
+        for (int i = 0; i < 2; i++)
+                if (p[i].revents & (POLLHUP | POLLERR))
+                        hung_up[i] = true;
         return 0;
 }
 
