@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -472,12 +473,21 @@ static size_t conn_grant(void *ctx, enum egress_dir dir, size_t want)
 
         (void) dir;
         (void) pthread_mutex_lock(&s->lock);
-        if (!c->cut && !s->bytes_exhausted) {
+        while (!c->cut && !s->bytes_exhausted) {
                 uint64_t max = s->policy->max_bytes;
                 uint64_t left = max > s->bytes_used ? max - s->bytes_used : 0;
 
+                if (left == 0 && s->bytes_reserved > 0) {
+                        /* What is left is granted to reads under way, which may give some
+                         * back: the limit is reached only when it is really used. */
+                        s->budget_waiters++;
+                        (void) pthread_cond_wait(&s->budget, &s->lock);
+                        s->budget_waiters--;
+                        continue;
+                }
                 g = left < want ? (size_t) left : want;
                 s->bytes_used += g;
+                s->bytes_reserved += g;
                 if (g == 0) {
                         char reason[128];
 
@@ -488,6 +498,7 @@ static size_t conn_grant(void *ctx, enum egress_dir dir, size_t want)
                         s->bytes_exhausted = true;
                         egress_session_cut_all(s, reason);
                 }
+                break;
         }
         (void) pthread_mutex_unlock(&s->lock);
         return g;
@@ -501,6 +512,9 @@ static void conn_moved(void *ctx, enum egress_dir dir, size_t granted, size_t n)
 
         (void) pthread_mutex_lock(&s->lock);
         s->bytes_used -= granted - n;
+        s->bytes_reserved -= granted;
+        if (granted > n && s->budget_waiters > 0)
+                (void) pthread_cond_broadcast(&s->budget);
         count(c, 0, 0, in, out);
         c->bytes_in += in;
         c->bytes_out += out;
@@ -525,6 +539,7 @@ int egress_conn_relay(struct egress_conn *c, const void *to_upstream, size_t to_
                 .request_body = request_body,
                 .ops = &conn_relay_ops,
                 .ctx = c,
+                .linger_ms = c->e->linger_ms > INT_MAX ? INT_MAX : (int) c->e->linger_ms,
         };
         size_t g;
         int k;
@@ -538,6 +553,15 @@ int egress_conn_relay(struct egress_conn *c, const void *to_upstream, size_t to_
                         return -EDQUOT;
         }
         k = egress_relay_run(&r);
+        if (k == -ETIMEDOUT) {
+                (void) pthread_mutex_lock(&c->s->lock);
+                if (!c->cut_reason[0])
+                        (void) snprintf(c->cut_reason, sizeof(c->cut_reason),
+                                        "the client had gone and the upstream read nothing "
+                                        "more for %d ms",
+                                        r.linger_ms);
+                (void) pthread_mutex_unlock(&c->s->lock);
+        }
         if (ret_client_written)
                 *ret_client_written = r.client_written;
         return k;

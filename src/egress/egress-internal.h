@@ -122,9 +122,12 @@ struct egress_session {
         struct egress_info *info;
         struct egress_policy *policy;
         struct egress_conn *conns;
-        unsigned n_open;     /* connections counted against max_connections */
-        unsigned n_refusing; /* connections past it, being refused */
-        uint64_t bytes_used; /* moved or granted, in + out, since open */
+        unsigned n_open;         /* connections counted against max_connections */
+        unsigned n_refusing;     /* connections past it, being refused */
+        uint64_t bytes_used;     /* moved or granted, in + out, since open */
+        uint64_t bytes_reserved; /* of bytes_used, granted to reads under way */
+        pthread_cond_t budget;   /* bytes_reserved went down, or a connection was cut */
+        unsigned budget_waiters;
         bool bytes_exhausted;
         struct egress_usage period, total;
 };
@@ -142,6 +145,7 @@ struct egress_conn {
         int client;
         int upstream;
         bool cut;
+        /* Why it ended early (cut, or the relay's linger ran out); the CLOSE event's reason. */
         char cut_reason[EGRESS_REASON_MAX];
 
         const char *via;
@@ -171,6 +175,7 @@ struct egress {
 
         uint32_t max_total;
         uint64_t connect_timeout_ms;
+        uint64_t linger_ms;
         void (*on_event)(void *userdata, const struct egress_event *ev);
         void *userdata;
 
@@ -232,15 +237,21 @@ struct egress_relay {
         struct http_body *request_body;
         const struct egress_relay_ops *ops;
         void *ctx;
+        /* Once the client has gone (closed or reset), how long the upstream may take to read
+         * what is left before the relay ends anyway. */
+        int linger_ms;
         /* Out: bytes written to the client (a handler may still answer an error when 0). */
         uint64_t client_written;
 };
 
 /* Moves bytes both ways until both sides have closed (an EOF on one side is passed on as
  * shutdown(SHUT_WR) of the other), or with request_body, until the request has ended and the
- * upstream has closed. Returns 0; -EDQUOT when ops->grant() said 0; -EPROTO when the
- * upstream's response head was bad, too large or missing, or the request's chunked body was
- * not one; or -errno (a reset). */
+ * upstream has closed. A reset reads as an EOF (what came before it goes on); a side that can
+ * no longer be written to drops what waits for it while the other direction goes on. Returns
+ * 0; -EDQUOT when ops->grant() said 0; -EPROTO when the upstream's response head was bad, too
+ * large or missing, or the request's chunked body was not one; -ETIMEDOUT when the client had
+ * gone and the upstream did not take the rest within linger_ms; or -errno (a reset before the
+ * response head). */
 int egress_relay_run(struct egress_relay *r);
 
 /* The bytes by which relays' buffers have grown past their first size, now, over all relays

@@ -27,6 +27,7 @@
 
 #define DEFAULT_MAX_TOTAL 4096u
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define DEFAULT_LINGER_MS 30000u
 /* Connections past a session's max_connections that still get a thread, to be told why they
  * are refused; past these, a connection is closed at once. */
 #define REFUSERS_MAX 8u
@@ -119,7 +120,7 @@ static void conn_finish(struct egress_conn *c)
         struct egress *e = c->e;
 
         if (c->opened)
-                egress_emit(c, EGRESS_EVENT_CLOSE, c->cut ? c->cut_reason : NULL);
+                egress_emit(c, EGRESS_EVENT_CLOSE, c->cut_reason[0] ? c->cut_reason : NULL);
 
         (void) pthread_mutex_lock(&s->lock);
         if (c->prev)
@@ -375,6 +376,7 @@ int egress_new(const struct egress_options *opts, struct egress **ret, struct ai
                                                            : DEFAULT_MAX_TOTAL;
         e->connect_timeout_ms = opts && opts->connect_timeout_ms ? opts->connect_timeout_ms
                                                                  : DEFAULT_CONNECT_TIMEOUT_MS;
+        e->linger_ms = opts && opts->linger_ms ? opts->linger_ms : DEFAULT_LINGER_MS;
         e->on_event = opts ? opts->on_event : NULL;
         e->userdata = opts ? opts->userdata : NULL;
         e->epoll_fd = epoll_create1(EPOLL_CLOEXEC);

@@ -57,6 +57,9 @@ struct egress_options {
         struct egress_denylist deny;    /* copied */
         uint32_t max_connections_total; /* over all sessions; 0 = 4096 */
         uint64_t connect_timeout_ms;    /* 0 = 10 s */
+        /* Once a connection's client has gone (closed or reset), how long the upstream may
+         * take to read what the client sent before it is closed anyway; 0 = 30 s. */
+        uint64_t linger_ms;
         /* Called from connection threads (and the acceptor, for a connection closed at once
          * over a cap); must be quick and thread-safe, and must not close sessions or free the
          * engine. May be NULL. */

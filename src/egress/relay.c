@@ -2,8 +2,9 @@
  * buffer per direction, poll() only when nothing could move. Every read is granted by the
  * caller first (the session's byte cap holds exactly), and an EOF on one side becomes
  * shutdown(SHUT_WR) on the other (half-close, which database protocols and HTTP/1.0 clients
- * rely on). A plain HTTP response head is collected in its direction's buffer and rewritten
- * before the client sees it.
+ * rely on). A reset reads like an EOF, and a side that cannot be written to any more only ends
+ * its direction: what either side said before it went still reaches the other. A plain HTTP
+ * response head is collected in its direction's buffer and rewritten before the client sees it.
  *
  * Why not splice(2): measured on loopback (bench/bench-egress-engine), moving pages through a
  * pipe cost more CPU per byte than two copies through the buffers (docs/NETWORK.md). */
@@ -118,10 +119,10 @@ static int relay_drain(struct relay_dir *d)
         char sink[4096];
         ssize_t n = recv(d->src, sink, sizeof(sink), MSG_DONTWAIT);
 
-        if (n < 0)
-                return errno == EAGAIN || errno == EINTR ? 0 : -errno;
-        d->drained += (uint64_t) n;
-        d->eof = n == 0 || d->drained >= RELAY_DRAIN_MAX;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        d->drained += n > 0 ? (uint64_t) n : 0;
+        d->eof = n <= 0 || d->drained >= RELAY_DRAIN_MAX; /* an error (a reset) ends it too */
         return 0;
 }
 
@@ -139,19 +140,38 @@ static void relay_grow(struct relay_dir *d)
                 if (grown + more > RELAY_GROWN_MAX)
                         return;
         } while (!atomic_compare_exchange_weak(&relay_grown, &grown, grown + more));
-        for (size_t peak = atomic_load(&relay_grown_peak);
-             peak < grown + more &&
-             !atomic_compare_exchange_weak(&relay_grown_peak, &peak, grown + more);)
-                ;
         /* Empty: nothing to keep, so a new buffer rather than realloc's copy. */
         b = malloc(d->cap + more);
         if (!b) {
                 atomic_fetch_sub(&relay_grown, more);
                 return;
         }
+        for (size_t peak = atomic_load(&relay_grown_peak);
+             peak < grown + more &&
+             !atomic_compare_exchange_weak(&relay_grown_peak, &peak, grown + more);)
+                ;
         free(d->buf);
         d->buf = b;
         d->cap += more;
+}
+
+/* Gives an empty grown buf back (its direction has gone quiet); keeps it without the memory
+ * for a small one. */
+static void relay_shrink(struct relay_dir *d)
+{
+        char *b;
+
+        if (d->cap == RELAY_BUF_MIN || d->start != d->end || d->pending_len > 0)
+                return;
+        b = malloc(RELAY_BUF_MIN);
+        if (!b)
+                return;
+        free(d->buf);
+        atomic_fetch_sub(&relay_grown, d->cap - RELAY_BUF_MIN);
+        d->buf = b;
+        d->cap = RELAY_BUF_MIN;
+        d->start = d->end = 0;
+        d->full = false;
 }
 
 static int relay_read(struct relay_dir *d, struct egress_relay *r)
@@ -170,8 +190,19 @@ static int relay_read(struct relay_dir *d, struct egress_relay *r)
         if (g == 0)
                 return -EDQUOT;
         n = recv(d->src, d->buf + d->end, g, MSG_DONTWAIT);
-        k = n < 0 ? -errno : 0;
-        keep = n > 0 ? (size_t) n : 0;
+        if (n < 0) {
+                k = -errno;
+                r->ops->moved(r->ctx, d->dir, g, 0);
+                if (k == -EAGAIN || k == -EINTR)
+                        return 0;
+                if (d->head_fn)
+                        return k; /* reset before a complete head */
+                /* A reset (or another error): what came before it goes on, as after an EOF. */
+                d->eof = true;
+                return 0;
+        }
+        keep = (size_t) n;
+        k = 0;
         if (d->body && n > 0) {
                 ssize_t b = http_body_feed(d->body, d->buf + d->end, keep);
 
@@ -181,7 +212,7 @@ static int relay_read(struct relay_dir *d, struct egress_relay *r)
         }
         r->ops->moved(r->ctx, d->dir, g, keep);
         if (k < 0)
-                return k == -EAGAIN || k == -EINTR ? 0 : k;
+                return k;
         if (n == 0) {
                 d->eof = true;
                 return d->head_fn ? -EPROTO : 0; /* closed before a complete head */
@@ -204,8 +235,18 @@ static int relay_write(struct relay_dir *d, struct egress_relay *r)
         if (len == 0 || (from_buf && d->head_fn))
                 return 0;
         n = send(d->dst, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0)
-                return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n < 0) {
+                /* dst is gone (a reset): nothing more reaches it, and what waits for it is
+                 * dropped; the other direction goes on (an upstream that reset under an upload
+                 * may have answered first). */
+                d->pending_len = 0;
+                d->start = d->end = 0;
+                d->head_fn = NULL;
+                d->eof = d->done = true;
+                return 0;
+        }
         d->moved += (uint64_t) n;
         if (d->dir == EGRESS_IN)
                 r->client_written += (uint64_t) n;
@@ -267,45 +308,47 @@ static bool relay_finished(const struct relay_dir *out, const struct relay_dir *
         return in->done && (out->done || (relay_draining(out) && relay_dir_empty(out)));
 }
 
+/* A grown buffer is given back after this long without traffic either way. */
+#define RELAY_IDLE_MS 1000
+
 /* Waits for p's events (p[0] the client, p[1] the upstream). Without events poll() still
  * reports POLLHUP and POLLERR, so a side cut by egress_session_close() (shutdown) wakes the
- * relay up. But a side that has hung up or failed would then be reported at once, again and
- * again, while the other side does not move (an upstream that does not read): a spin. So:
- *   - an error on the client's side (it reset the connection) ends the relay: the relay is the
- *     client's, and nothing more can reach it;
- *   - an error or a hang-up on the upstream's side, and a hang-up (both ways shut) on the
- *     client's, is noted in hung_up, and that side is left out of the waits that ask nothing
- *     of it. What was read from it still goes on to the other side (an upstream may reset
- *     right after its answer), and the error shows when that side is next read or written.
- * Returns 0 or -errno. */
-static int relay_wait(struct pollfd p[2], bool hung_up[2])
+ * relay up. But a side that has hung up or been reset would then be reported at once, again
+ * and again, while the other side does not move (an upstream that does not read): a spin. So
+ * such a side is noted in gone and left out of the waits that ask nothing of it; an error
+ * shows when it is next read or written. Once the client has gone, the upstream gets
+ * linger_ms to take what is left: then the relay ends (-ETIMEDOUT). A wait of RELAY_IDLE_MS
+ * with nothing moving gives grown buffers back. Returns 0 or -errno. */
+static int relay_wait(struct egress_relay *r, struct pollfd p[2], bool gone[2],
+                      struct relay_dir *out, struct relay_dir *in)
 {
-        int k;
+        bool grown = out->cap > RELAY_BUF_MIN || in->cap > RELAY_BUF_MIN;
+        int timeout = gone[0] ? r->linger_ms : grown ? RELAY_IDLE_MS : -1, n;
 
         for (int i = 0; i < 2; i++)
-                if (hung_up[i] && !p[i].events)
+                if (gone[i] && !p[i].events)
                         p[i].fd = -1;
         if (p[0].fd < 0 && p[1].fd < 0)
-                return -EPIPE; /* nothing left that could wake the relay up */
-        if (poll(p, 2, -1) < 0)
+                return -EPIPE; /* not reached: both sides asked nothing of means finished */
+        n = poll(p, 2, timeout);
+        if (n < 0)
                 return errno == EINTR ? 0 : -errno;
-        if (p[0].revents & POLLERR) {
-                socklen_t len = sizeof(k);
-
-                k = 0;
-                (void) getsockopt(p[0].fd, SOL_SOCKET, SO_ERROR, &k, &len);
-                return -(k > 0 ? k : ECONNRESET);
+        if (n == 0 && gone[0])
+                return -ETIMEDOUT;
+        if (n == 0) {
+                relay_shrink(out);
+                relay_shrink(in);
         }
         for (int i = 0; i < 2; i++)
                 if (p[i].revents & (POLLHUP | POLLERR))
-                        hung_up[i] = true;
+                        gone[i] = true;
         return 0;
 }
 
 int egress_relay_run(struct egress_relay *r)
 {
         struct relay_dir out, in;
-        bool hung_up[2] = { false, false };
+        bool gone[2] = { false, false };
         int k;
 
         r->client_written = 0;
@@ -333,7 +376,7 @@ int egress_relay_run(struct egress_relay *r)
                         continue;
                 p[0].events = relay_src_events(&out) | relay_dst_events(&in);
                 p[1].events = relay_src_events(&in) | relay_dst_events(&out);
-                k = relay_wait(p, hung_up);
+                k = relay_wait(r, p, gone, &out, &in);
         }
         relay_dir_done(&out);
         relay_dir_done(&in);

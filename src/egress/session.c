@@ -42,6 +42,7 @@ static struct egress_session *session_free(struct egress_session *s)
         egress_usage_reset(&s->period);
         egress_usage_reset(&s->total);
         (void) pthread_cond_destroy(&s->idle);
+        (void) pthread_cond_destroy(&s->budget);
         (void) pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;
@@ -116,6 +117,7 @@ int egress_session_open(struct egress *e, int pidfd, const struct egress_policy 
                 return airlock_error_set(err, -ENOMEM, "out of memory");
         (void) pthread_mutex_init(&s->lock, NULL);
         (void) pthread_cond_init(&s->idle, NULL);
+        (void) pthread_cond_init(&s->budget, NULL);
         s->e = e;
         s->info = info_new(info);
         s->policy = egress_policy_copy(policy);
@@ -172,6 +174,7 @@ static void conn_cut(struct egress_conn *c, const char *reason)
                 (void) shutdown(c->client, SHUT_RDWR);
         if (c->upstream >= 0)
                 (void) shutdown(c->upstream, SHUT_RDWR);
+        (void) pthread_cond_broadcast(&c->s->budget); /* a grant waiting for bytes */
 }
 
 void egress_session_cut_all(struct egress_session *s, const char *reason)

@@ -197,7 +197,10 @@ enum srv_kind {
         SRV_HTTP,   /* reads a head, keeps it, answers "hello" */
         SRV_SOURCE, /* sends SOURCE_BYTES, then closes */
         SRV_DEAF,   /* half-closes at once and never reads */
+        SRV_FLOOD,  /* reads a byte, then sends until the connection fails */
+        SRV_GREET,  /* says REJECT_ANSWER, counts what it reads until EOF or a reset in body */
 };
+#define REJECT_ANSWER "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\n\r\n"
 #define SOURCE_BYTES (64u * 1024u)
 
 struct srv {
@@ -271,6 +274,21 @@ static void *srv_conn_main(void *arg)
                 while ((n = read(sc->fd, buf, sizeof(buf))) > 0)
                         if (write(sc->fd, buf, (size_t) n) != n)
                                 break;
+        } else if (srv->kind == SRV_FLOOD) {
+                memset(buf, 'f', sizeof(buf));
+                if (read(sc->fd, buf, 1) == 1)
+                        while (send(sc->fd, buf, sizeof(buf), MSG_NOSIGNAL) > 0)
+                                ;
+        } else if (srv->kind == SRV_GREET) {
+                size_t got = 0;
+
+                (void) !write(sc->fd, REJECT_ANSWER, strlen(REJECT_ANSWER));
+                while ((n = read(sc->fd, buf, sizeof(buf))) > 0)
+                        got += (size_t) n;
+                (void) pthread_mutex_lock(&srv->lock);
+                srv->body = got;
+                srv->requests++;
+                (void) pthread_mutex_unlock(&srv->lock);
         } else if (srv->kind == SRV_DEAF) {
                 (void) shutdown(sc->fd, SHUT_WR);
                 (void) sleep(60); /* the test's process ends first */
@@ -475,9 +493,14 @@ static struct egress_policy *policy_of(const char *fmt, ...)
         return p;
 }
 
+/* The engine's linger_ms, for the tests of clients that go away (0: the engine's default). */
+static uint64_t lab_linger_ms;
+
 static struct egress *engine(const struct egress_denylist *deny, uint32_t max_total)
 {
-        struct egress_options o = { .on_event = on_event, .max_connections_total = max_total };
+        struct egress_options o = { .on_event = on_event,
+                                    .max_connections_total = max_total,
+                                    .linger_ms = lab_linger_ms };
         struct airlock_error err = { "" };
         struct egress *e = NULL;
 
@@ -594,23 +617,26 @@ static uint8_t bulk_byte(size_t i)
         return (uint8_t) ((i * 2654435761u) >> 13);
 }
 
+/* Sends BULK_BYTES of bulk_byte() and half-closes; returns how many went (criterion's
+ * asserts belong to the test's own thread). */
 static void *bulk_send(void *arg)
 {
         int fd = (int) (intptr_t) arg;
         uint8_t *b = malloc(BULK_BYTES);
+        size_t sent = 0;
 
-        cr_assert_not_null(b);
-        for (size_t i = 0; i < BULK_BYTES; i++)
+        for (size_t i = 0; b && i < BULK_BYTES; i++)
                 b[i] = bulk_byte(i);
-        for (size_t sent = 0; sent < BULK_BYTES;) {
+        while (b && sent < BULK_BYTES) {
                 ssize_t n = send(fd, b + sent, BULK_BYTES - sent, MSG_NOSIGNAL);
 
-                cr_assert_gt(n, 0, "send: %s", strerror(errno));
+                if (n <= 0)
+                        break;
                 sent += (size_t) n;
         }
         (void) shutdown(fd, SHUT_WR);
         free(b);
-        return NULL;
+        return (void *) (uintptr_t) sent;
 }
 
 Test(egress_proxy, bulk_both_ways_arrives_whole)
@@ -623,6 +649,7 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
         _cleanup_free_ uint8_t *got = malloc(BULK_BYTES + 1);
         size_t len = 0, bad = BULK_BYTES, peak = 0;
         pthread_t sender;
+        void *sent;
         ssize_t n;
         json_t *u;
         int fd;
@@ -638,8 +665,9 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
         cr_assert_eq(pthread_create(&sender, NULL, bulk_send, (void *) (intptr_t) fd), 0);
         while (len <= BULK_BYTES && (n = read(fd, got + len, BULK_BYTES + 1 - len)) > 0)
                 len += (size_t) n;
-        cr_assert_eq(pthread_join(sender, NULL), 0);
+        cr_assert_eq(pthread_join(sender, &sent), 0);
         (void) close(fd);
+        cr_assert_eq((uintptr_t) sent, BULK_BYTES, "%zu bytes went", (size_t) (uintptr_t) sent);
         cr_assert_eq(len, BULK_BYTES, "%zu bytes came back instead of %u", len, BULK_BYTES);
         for (size_t i = 0; i < len && bad == BULK_BYTES; i++)
                 if (got[i] != bulk_byte(i))
@@ -660,8 +688,8 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
 }
 
 /* A client resets its connection while the relay holds its bytes for an upstream that has
- * half-closed and does not read: the relay ends at once (it used to spin on the reset, which
- * poll() reports whatever it is asked). */
+ * half-closed and does not read: the relay gives the upstream linger_ms, then ends (it used to
+ * spin on the reset, which poll() reports whatever it is asked). */
 Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
 {
         static char chunk[64 * 1024];
@@ -678,6 +706,7 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
         int fd;
 
         lab_host();
+        lab_linger_ms = 200;
         sb = sandbox_start();
         deaf = srv_start("127.0.0.1", SRV_DEAF);
         p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", deaf->port);
@@ -685,9 +714,9 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
         (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", deaf->port);
         fd = tunnel(&sb, hostport);
         cr_assert_eq(read_all(fd, rest, sizeof(rest)), 0, "the upstream's half-close passed on");
-        /* Everything between here and the upstream fills up. */
+        /* Everything between here and the upstream fills up: nothing has moved for 1 s. */
         pf = (struct pollfd){ .fd = fd, .events = POLLOUT };
-        while (sent < (512u << 20) && poll(&pf, 1, 300) == 1) {
+        while (sent < (512u << 20) && poll(&pf, 1, 1000) == 1) {
                 ssize_t n = send(fd, chunk, sizeof(chunk), MSG_DONTWAIT | MSG_NOSIGNAL);
 
                 cr_assert(n > 0 || errno == EAGAIN, "send: %s", strerror(errno));
@@ -702,10 +731,126 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
                         (void) usleep(10000);
         }
         cr_assert(closed, "the relay still runs 5 s after its client reset the connection");
+        cr_assert(strstr(ev.reason, "the client had gone and the upstream read nothing more for "
+                                    "200 ms"),
+                  "%s", ev.reason);
         (void) egress_session_close(s);
         (void) egress_free(lab_egress);
         egress_policy_free(p);
         sandbox_stop(&sb);
+}
+
+/* A client sends and at once resets its connection (as a close does when what the upstream
+ * said is still unread): the bytes it sent still reach the upstream. */
+Test(egress_proxy, reset_client_bytes_reach_the_upstream)
+{
+        static char bytes[1000];
+        const struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
+        struct egress_policy *p;
+        struct egress_session *s;
+        struct sandbox sb;
+        struct srv *greet;
+        char hostport[64];
+        size_t got = 0;
+        int fd, done = 0;
+
+        lab_host();
+        sb = sandbox_start();
+        greet = srv_start("127.0.0.1", SRV_GREET);
+        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", greet->port);
+        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
+        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", greet->port);
+        fd = tunnel(&sb, hostport);
+        memset(bytes, 'b', sizeof(bytes));
+        cr_assert_eq(send(fd, bytes, sizeof(bytes), MSG_NOSIGNAL), (ssize_t) sizeof(bytes));
+        cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close)), 0);
+        (void) close(fd); /* a reset right behind the bytes */
+        for (int i = 0; i < 500 && !done; i++) {
+                (void) pthread_mutex_lock(&greet->lock);
+                done = greet->requests;
+                got = greet->body;
+                (void) pthread_mutex_unlock(&greet->lock);
+                if (!done)
+                        (void) usleep(10000);
+        }
+        cr_assert(done, "the upstream's connection still open 5 s after the client's reset");
+        cr_assert_eq(got, sizeof(bytes), "the upstream got %zu bytes of %zu", got, sizeof(bytes));
+        (void) egress_session_close(s);
+        (void) egress_free(lab_egress);
+        egress_policy_free(p);
+        sandbox_stop(&sb);
+}
+
+/* ---- the relay alone, on loopback pairs set up beforehand ---- */
+
+/* A connected pair of TCP sockets on 127.0.0.1 of the lab host. */
+static void tcp_pair(int *a, int *b)
+{
+        struct sockaddr_in sa = { .sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(sa);
+        _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        cr_assert_eq(bind(l, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(l, 1), 0);
+        cr_assert_eq(getsockname(l, (struct sockaddr *) &sa, &len), 0);
+        *a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(connect(*a, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        *b = accept4(l, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        cr_assert_geq(*b, 0);
+        cr_assert_eq(fcntl(*a, F_SETFL, O_NONBLOCK), 0);
+}
+
+static size_t grant_all(void *ctx, enum egress_dir dir, size_t want)
+{
+        (void) ctx;
+        (void) dir;
+        return want;
+}
+
+static void moved_nothing(void *ctx, enum egress_dir dir, size_t granted, size_t n)
+{
+        (void) ctx;
+        (void) dir;
+        (void) granted;
+        (void) n;
+}
+
+/* The upstream answered and reset the connection under an upload (an HTTP server refusing a
+ * large body): the upload cannot go on, but the answer, which came before the reset, reaches
+ * the client. */
+Test(egress_relay, upstream_reset_under_upload_answer_arrives)
+{
+        static const struct egress_relay_ops ops = { .grant = grant_all, .moved = moved_nothing };
+        static char upload[1000];
+        const struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
+        int app, client, upstream, server;
+        struct egress_relay r = { .ops = &ops, .linger_ms = 1000 };
+        char answer[256];
+        ssize_t n;
+        size_t len = 0;
+
+        lab_host();
+        tcp_pair(&app, &client);
+        tcp_pair(&upstream, &server);
+        r.client = client;
+        r.upstream = upstream;
+        cr_assert_eq(send(app, upload, sizeof(upload), MSG_NOSIGNAL), (ssize_t) sizeof(upload));
+        cr_assert_eq(send(server, REJECT_ANSWER, strlen(REJECT_ANSWER), MSG_NOSIGNAL),
+                     (ssize_t) strlen(REJECT_ANSWER));
+        cr_assert_eq(setsockopt(server, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close)),
+                     0);
+        (void) close(server); /* a reset, behind the answer */
+        (void) egress_relay_run(&r);
+        (void) close(client);
+        (void) close(upstream);
+        cr_assert_eq(fcntl(app, F_SETFL, 0), 0);
+        while (len < sizeof(answer) - 1 &&
+               (n = read(app, answer + len, sizeof(answer) - 1 - len)) > 0)
+                len += (size_t) n;
+        answer[len] = '\0';
+        (void) close(app);
+        cr_assert_str_eq(answer, REJECT_ANSWER);
 }
 
 Test(egress_proxy, connect_refused_names_destination_and_profile)
@@ -1351,6 +1496,55 @@ Test(egress_proxy, max_bytes_cuts_and_refuses)
         (void) egress_session_close(s);
         cr_assert(seen_find(EGRESS_EVENT_CLOSE, "127.0.0.1", source->port, &ev));
         cr_assert(strstr(ev.reason, "byte limit (4096 bytes) was reached"), "%s", ev.reason);
+        (void) egress_free(lab_egress);
+        egress_policy_free(p);
+        sandbox_stop(&sb);
+}
+
+/* Two connections download at once into a session's byte limit: it is reached when the bytes
+ * moved reach it, not when one connection's read under way holds the rest of it. */
+Test(egress_proxy, max_bytes_reached_exactly_by_concurrent_downloads)
+{
+        static char sink[256 * 1024];
+        struct egress_policy *p;
+        struct egress_session *s;
+        struct sandbox sb;
+        struct srv *flood;
+        char hostport[64];
+        struct pollfd pf[2];
+        int open_fds = 2;
+        json_t *u;
+
+        lab_host();
+        sb = sandbox_start();
+        flood = srv_start("127.0.0.1", SRV_FLOOD);
+        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"], "
+                      "\"max_bytes\": \"3MiB\"}",
+                      flood->port);
+        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
+        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", flood->port);
+        for (int i = 0; i < 2; i++)
+                pf[i] = (struct pollfd){ .fd = tunnel(&sb, hostport), .events = POLLIN };
+        for (int i = 0; i < 2; i++) /* both open: go */
+                send_text(pf[i].fd, "g");
+        while (open_fds > 0) {
+                cr_assert_gt(poll(pf, 2, 10000), 0, "no end to the downloads within 10 s");
+                for (int i = 0; i < 2; i++) {
+                        if (pf[i].fd < 0 || !pf[i].revents)
+                                continue;
+                        if (read(pf[i].fd, sink, sizeof(sink)) <= 0) {
+                                (void) close(pf[i].fd);
+                                pf[i].fd = -1;
+                                open_fds--;
+                        }
+                }
+        }
+        u = egress_session_totals(s);
+        cr_assert_eq(num(u, "bytes_in") + num(u, "bytes_out"), 3 << 20,
+                     "the limit was reached at %lld bytes in, %lld out",
+                     (long long) num(u, "bytes_in"), (long long) num(u, "bytes_out"));
+        json_decref(u);
+        (void) egress_session_close(s);
         (void) egress_free(lab_egress);
         egress_policy_free(p);
         sandbox_stop(&sb);
