@@ -513,7 +513,8 @@ static void conn_moved(void *ctx, enum egress_dir dir, size_t granted, size_t n)
         (void) pthread_mutex_lock(&s->lock);
         s->bytes_used -= granted - n;
         s->bytes_reserved -= granted;
-        if (granted > n && s->budget_waiters > 0)
+        /* Any grant given back, used or not, may end a wait in conn_grant(). */
+        if (granted > 0 && s->budget_waiters > 0)
                 (void) pthread_cond_broadcast(&s->budget);
         count(c, 0, 0, in, out);
         c->bytes_in += in;
@@ -553,7 +554,7 @@ int egress_conn_relay(struct egress_conn *c, const void *to_upstream, size_t to_
                         return -EDQUOT;
         }
         k = egress_relay_run(&r);
-        if (k == -ETIMEDOUT) {
+        if (r.lingered) {
                 (void) pthread_mutex_lock(&c->s->lock);
                 if (!c->cut_reason[0])
                         (void) snprintf(c->cut_reason, sizeof(c->cut_reason),

@@ -238,8 +238,10 @@ struct egress_relay {
         const struct egress_relay_ops *ops;
         void *ctx;
         /* Once the client has gone (closed or reset), how long the upstream may take to read
-         * what is left before the relay ends anyway. */
+         * what is left before the relay ends anyway; > 0. */
         int linger_ms;
+        /* Out: the relay ended because linger_ms ran out. */
+        bool lingered;
         /* Out: bytes written to the client (a handler may still answer an error when 0). */
         uint64_t client_written;
 };

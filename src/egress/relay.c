@@ -317,13 +317,19 @@ static bool relay_finished(const struct relay_dir *out, const struct relay_dir *
  * and again, while the other side does not move (an upstream that does not read): a spin. So
  * such a side is noted in gone and left out of the waits that ask nothing of it; an error
  * shows when it is next read or written. Once the client has gone, the upstream gets
- * linger_ms to take what is left: then the relay ends (-ETIMEDOUT). A wait of RELAY_IDLE_MS
- * with nothing moving gives grown buffers back. Returns 0 or -errno. */
+ * linger_ms to take what is left: then the relay ends (-ETIMEDOUT, r->lingered). While a grown
+ * buffer is empty, a wait of RELAY_IDLE_MS with nothing moving gives it back. Returns 0 or
+ * -errno. */
+static bool relay_shrinkable(const struct relay_dir *d)
+{
+        return d->cap > RELAY_BUF_MIN && relay_dir_empty(d);
+}
+
 static int relay_wait(struct egress_relay *r, struct pollfd p[2], bool gone[2],
                       struct relay_dir *out, struct relay_dir *in)
 {
-        bool grown = out->cap > RELAY_BUF_MIN || in->cap > RELAY_BUF_MIN;
-        int timeout = gone[0] ? r->linger_ms : grown ? RELAY_IDLE_MS : -1, n;
+        bool shrinkable = relay_shrinkable(out) || relay_shrinkable(in);
+        int timeout = gone[0] ? r->linger_ms : shrinkable ? RELAY_IDLE_MS : -1, n;
 
         for (int i = 0; i < 2; i++)
                 if (gone[i] && !p[i].events)
@@ -333,8 +339,10 @@ static int relay_wait(struct egress_relay *r, struct pollfd p[2], bool gone[2],
         n = poll(p, 2, timeout);
         if (n < 0)
                 return errno == EINTR ? 0 : -errno;
-        if (n == 0 && gone[0])
+        if (n == 0 && gone[0]) {
+                r->lingered = true;
                 return -ETIMEDOUT;
+        }
         if (n == 0) {
                 relay_shrink(out);
                 relay_shrink(in);
@@ -352,6 +360,7 @@ int egress_relay_run(struct egress_relay *r)
         int k;
 
         r->client_written = 0;
+        r->lingered = false;
         k = relay_dir_init(&out, EGRESS_OUT, r->client, r->upstream, r->to_upstream,
                            r->to_upstream_len);
         if (k >= 0)

@@ -240,6 +240,7 @@ int egress_session_set_policy(struct egress_session *s, const struct egress_poli
         (void) pthread_mutex_lock(&s->lock);
         old = s->policy;
         s->policy = p;
+        (void) pthread_cond_broadcast(&s->budget); /* max_bytes may have changed */
         (void) pthread_mutex_unlock(&s->lock);
         (void) egress_policy_free(old);
         return 0;

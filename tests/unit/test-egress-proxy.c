@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,9 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -193,12 +196,13 @@ static bool seen_find(enum egress_event_type type, const char *host, uint16_t po
 /* ---- upstream servers on the lab host ---- */
 
 enum srv_kind {
-        SRV_ECHO,   /* echoes until EOF, then closes */
-        SRV_HTTP,   /* reads a head, keeps it, answers "hello" */
-        SRV_SOURCE, /* sends SOURCE_BYTES, then closes */
-        SRV_DEAF,   /* half-closes at once and never reads */
-        SRV_FLOOD,  /* reads a byte, then sends until the connection fails */
-        SRV_GREET,  /* says REJECT_ANSWER, counts what it reads until EOF or a reset in body */
+        SRV_ECHO,        /* echoes until EOF, then closes */
+        SRV_HTTP,        /* reads a head, keeps it, answers "hello" */
+        SRV_SOURCE,      /* sends SOURCE_BYTES, then closes */
+        SRV_DEAF,        /* half-closes at once and never reads */
+        SRV_FLOOD,       /* reads a byte, then sends until the connection fails */
+        SRV_LATE_READER, /* reads only once told (go): what, until EOF or a reset, in body */
+        SRV_LATE_ANSWER, /* reads until EOF, answers REJECT_ANSWER 600 ms later and closes */
 };
 #define REJECT_ANSWER "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\n\r\n"
 #define SOURCE_BYTES (64u * 1024u)
@@ -211,6 +215,7 @@ struct srv {
         int requests;
         size_t body;
         char head[4096];
+        int go; /* an eventfd: SRV_LATE_READER reads once the test writes to it */
 };
 
 struct srv_conn {
@@ -279,10 +284,16 @@ static void *srv_conn_main(void *arg)
                 if (read(sc->fd, buf, 1) == 1)
                         while (send(sc->fd, buf, sizeof(buf), MSG_NOSIGNAL) > 0)
                                 ;
-        } else if (srv->kind == SRV_GREET) {
-                size_t got = 0;
-
+        } else if (srv->kind == SRV_LATE_ANSWER) {
+                while (read(sc->fd, buf, sizeof(buf)) > 0)
+                        ;
+                (void) usleep(600 * 1000);
                 (void) !write(sc->fd, REJECT_ANSWER, strlen(REJECT_ANSWER));
+        } else if (srv->kind == SRV_LATE_READER) {
+                size_t got = 0;
+                uint64_t go;
+
+                (void) !read(srv->go, &go, sizeof(go));
                 while ((n = read(sc->fd, buf, sizeof(buf))) > 0)
                         got += (size_t) n;
                 (void) pthread_mutex_lock(&srv->lock);
@@ -349,6 +360,8 @@ static struct srv *srv_start(const char *ip, enum srv_kind kind)
                 cr_assert_eq(inet_pton(AF_INET, ip, &a->sin_addr), 1);
                 len = sizeof(*a);
         }
+        srv->go = eventfd(0, EFD_CLOEXEC);
+        cr_assert_geq(srv->go, 0);
         srv->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         cr_assert_geq(srv->fd, 0);
         cr_assert_eq(bind(srv->fd, (struct sockaddr *) &ss, len), 0, "bind %s: %s", ip,
@@ -617,8 +630,8 @@ static uint8_t bulk_byte(size_t i)
         return (uint8_t) ((i * 2654435761u) >> 13);
 }
 
-/* Sends BULK_BYTES of bulk_byte() and half-closes; returns how many went (criterion's
- * asserts belong to the test's own thread). */
+/* Sends BULK_BYTES of bulk_byte(); returns how many went (criterion's asserts belong to the
+ * test's own thread). */
 static void *bulk_send(void *arg)
 {
         int fd = (int) (intptr_t) arg;
@@ -634,7 +647,6 @@ static void *bulk_send(void *arg)
                         break;
                 sent += (size_t) n;
         }
-        (void) shutdown(fd, SHUT_WR);
         free(b);
         return (void *) (uintptr_t) sent;
 }
@@ -663,10 +675,9 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
         (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", echo->port);
         fd = tunnel(&sb, hostport);
         cr_assert_eq(pthread_create(&sender, NULL, bulk_send, (void *) (intptr_t) fd), 0);
-        while (len <= BULK_BYTES && (n = read(fd, got + len, BULK_BYTES + 1 - len)) > 0)
+        while (len < BULK_BYTES && (n = read(fd, got + len, BULK_BYTES - len)) > 0)
                 len += (size_t) n;
         cr_assert_eq(pthread_join(sender, &sent), 0);
-        (void) close(fd);
         cr_assert_eq((uintptr_t) sent, BULK_BYTES, "%zu bytes went", (size_t) (uintptr_t) sent);
         cr_assert_eq(len, BULK_BYTES, "%zu bytes came back instead of %u", len, BULK_BYTES);
         for (size_t i = 0; i < len && bad == BULK_BYTES; i++)
@@ -679,12 +690,29 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
         cr_assert_eq(num(u, "bytes_out"), BULK_BYTES);
         cr_assert_eq(num(u, "bytes_in"), BULK_BYTES);
         json_decref(u);
+        (void) egress_relay_grown(&peak);
+        cr_assert_geq(peak, 64u * 1024u, "a bulk transfer grew the relay's buffers: %zu", peak);
+        /* Quiet for longer than a second, the connection still open: the memory goes back. */
+        (void) usleep(1500 * 1000);
+        cr_assert_eq(egress_relay_grown(NULL), 0, "an idle connection kept grown buffers");
+        (void) shutdown(fd, SHUT_WR);
+        cr_assert_eq(read(fd, got, 1), 0, "the half-close came back through the echo");
+        (void) close(fd);
         (void) egress_session_close(s);
         (void) egress_free(lab_egress);
-        cr_assert_eq(egress_relay_grown(&peak), 0, "grown buffers given back");
-        cr_assert_geq(peak, 64u * 1024u, "a bulk transfer grew the relay's buffers: %zu", peak);
+        cr_assert_eq(egress_relay_grown(NULL), 0, "grown buffers given back");
         egress_policy_free(p);
         sandbox_stop(&sb);
+}
+
+/* The CPU time this process has used, in ms. */
+static long long cpu_ms(void)
+{
+        struct rusage ru;
+
+        cr_assert_eq(getrusage(RUSAGE_SELF, &ru), 0);
+        return (long long) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+               (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
 /* A client resets its connection while the relay holds its bytes for an upstream that has
@@ -703,6 +731,7 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
         struct pollfd pf;
         size_t sent = 0;
         bool closed = false;
+        long long cpu;
         int fd;
 
         lab_host();
@@ -724,6 +753,7 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
         }
         cr_assert_lt(sent, 512u << 20, "the deaf upstream's side never filled up");
         cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close)), 0);
+        cpu = cpu_ms();
         (void) close(fd); /* a reset, with bytes unsent */
         for (int i = 0; i < 500 && !closed; i++) {
                 closed = seen_find(EGRESS_EVENT_CLOSE, "127.0.0.1", deaf->port, &ev);
@@ -731,6 +761,8 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
                         (void) usleep(10000);
         }
         cr_assert(closed, "the relay still runs 5 s after its client reset the connection");
+        cpu = cpu_ms() - cpu;
+        cr_assert_lt(cpu, 50, "the process used %lld ms of CPU while the relay lingered", cpu);
         cr_assert(strstr(ev.reason, "the client had gone and the upstream read nothing more for "
                                     "200 ms"),
                   "%s", ev.reason);
@@ -740,41 +772,87 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
         sandbox_stop(&sb);
 }
 
-/* A client sends and at once resets its connection (as a close does when what the upstream
- * said is still unread): the bytes it sent still reach the upstream. */
+/* A client fills everything between it and an upstream that does not read yet, and resets its
+ * connection: every byte that had left the client's own queue (into the relay's) still reaches
+ * the upstream once it reads. */
 Test(egress_proxy, reset_client_bytes_reach_the_upstream)
 {
-        static char bytes[1000];
+        static char chunk[64 * 1024];
         const struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
+        const uint64_t go = 1;
         struct egress_policy *p;
         struct egress_session *s;
         struct sandbox sb;
-        struct srv *greet;
+        struct srv *late;
         char hostport[64];
-        size_t got = 0;
-        int fd, done = 0;
+        struct pollfd pf;
+        size_t got = 0, sent = 0;
+        int fd, done = 0, queued = 0;
 
         lab_host();
         sb = sandbox_start();
-        greet = srv_start("127.0.0.1", SRV_GREET);
-        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", greet->port);
+        late = srv_start("127.0.0.1", SRV_LATE_READER);
+        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", late->port);
         s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
-        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", greet->port);
+        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", late->port);
         fd = tunnel(&sb, hostport);
-        memset(bytes, 'b', sizeof(bytes));
-        cr_assert_eq(send(fd, bytes, sizeof(bytes), MSG_NOSIGNAL), (ssize_t) sizeof(bytes));
+        memset(chunk, 'b', sizeof(chunk));
+        /* Everything fills up: nothing has moved for 1 s. */
+        pf = (struct pollfd){ .fd = fd, .events = POLLOUT };
+        while (sent < (512u << 20) && poll(&pf, 1, 1000) == 1) {
+                ssize_t n = send(fd, chunk, sizeof(chunk), MSG_DONTWAIT | MSG_NOSIGNAL);
+
+                cr_assert(n > 0 || errno == EAGAIN, "send: %s", strerror(errno));
+                sent += n > 0 ? (size_t) n : 0;
+        }
+        cr_assert_lt(sent, 512u << 20, "the upstream's side never filled up");
+        cr_assert_eq(ioctl(fd, SIOCOUTQ, &queued), 0, "%s", strerror(errno));
         cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close)), 0);
-        (void) close(fd); /* a reset right behind the bytes */
+        (void) close(fd); /* a reset: what is still queued here is dropped */
+        cr_assert_eq(write(late->go, &go, sizeof(go)), (ssize_t) sizeof(go));
         for (int i = 0; i < 500 && !done; i++) {
-                (void) pthread_mutex_lock(&greet->lock);
-                done = greet->requests;
-                got = greet->body;
-                (void) pthread_mutex_unlock(&greet->lock);
+                (void) pthread_mutex_lock(&late->lock);
+                done = late->requests;
+                got = late->body;
+                (void) pthread_mutex_unlock(&late->lock);
                 if (!done)
                         (void) usleep(10000);
         }
         cr_assert(done, "the upstream's connection still open 5 s after the client's reset");
-        cr_assert_eq(got, sizeof(bytes), "the upstream got %zu bytes of %zu", got, sizeof(bytes));
+        cr_assert(got >= sent - (size_t) queued && got <= sent,
+                  "the upstream got %zu bytes; %zu were sent, %d of them still queued in the "
+                  "client at the reset",
+                  got, sent, queued);
+        (void) egress_session_close(s);
+        (void) egress_free(lab_egress);
+        egress_policy_free(p);
+        sandbox_stop(&sb);
+}
+
+/* A client that has only closed its sending side has not gone: it waits for its answer as long
+ * as the upstream takes, past the linger. */
+Test(egress_proxy, half_closed_client_waits_past_linger)
+{
+        struct egress_policy *p;
+        struct egress_session *s;
+        struct sandbox sb;
+        struct srv *late;
+        char hostport[64], answer[256];
+        int fd;
+
+        lab_host();
+        lab_linger_ms = 200;
+        sb = sandbox_start();
+        late = srv_start("127.0.0.1", SRV_LATE_ANSWER);
+        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", late->port);
+        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
+        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", late->port);
+        fd = tunnel(&sb, hostport);
+        send_text(fd, "question");
+        (void) shutdown(fd, SHUT_WR);
+        (void) read_all(fd, answer, sizeof(answer));
+        (void) close(fd);
+        cr_assert_str_eq(answer, REJECT_ANSWER);
         (void) egress_session_close(s);
         (void) egress_free(lab_egress);
         egress_policy_free(p);
