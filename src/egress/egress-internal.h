@@ -263,9 +263,10 @@ size_t egress_relay_grown(size_t *peak);
 /* netns.c */
 
 /* Enters the network namespace of the process behind pidfd from a short-lived thread, brings
- * its loopback up, adds the addresses outside 127.0.0.0/8 to it, and makes a listening,
- * non-blocking TCP socket on each of the n addresses there; ret_fds gets them. Refuses (-EPERM)
- * a namespace that is the caller's own. Returns 0 or -errno with err set. */
+ * its loopback up (with BIG TCP where the kernel has it: 512 KiB packets), adds the addresses
+ * outside 127.0.0.0/8 to it, and makes a listening, non-blocking TCP socket on each of the n
+ * addresses there; ret_fds gets them. Refuses (-EPERM) a namespace that is the caller's own.
+ * Returns 0 or -errno with err set. */
 int egress_netns_listen(int pidfd, const struct sockaddr_in *addrs, size_t n, int *ret_fds,
                         struct airlock_error *err);
 

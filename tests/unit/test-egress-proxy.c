@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/rtnetlink.h>
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -405,6 +406,56 @@ static void *dial_main(void *arg)
                 d->fd = -1;
         }
         return NULL;
+}
+
+/* An rtnetlink socket of the network namespace of pidfd (-1: the caller's own). */
+static void *netlink_main(void *arg)
+{
+        int *fd = arg;
+
+        if (*fd < 0 || setns(*fd, CLONE_NEWNET) == 0)
+                *fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        else
+                *fd = -1;
+        return NULL;
+}
+
+/* The gso_ipv4_max_size of lo (ifindex 1) in the namespace of pidfd (-1: the caller's own);
+ * -1 when the kernel does not have it (before Linux 6.3). */
+static long lo_gso_ipv4_max_size(int pidfd)
+{
+        struct {
+                struct nlmsghdr h;
+                struct ifinfomsg ifi;
+        } req = { .h = { .nlmsg_len = sizeof(req),
+                         .nlmsg_type = RTM_GETLINK,
+                         .nlmsg_flags = NLM_F_REQUEST },
+                  .ifi = { .ifi_family = AF_UNSPEC, .ifi_index = 1 } };
+        static char answer[16384];
+        const struct nlmsghdr *h = (const struct nlmsghdr *) answer;
+        int nl = pidfd;
+        pthread_t t;
+        ssize_t n;
+        long size = -1;
+
+        cr_assert_eq(pthread_create(&t, NULL, netlink_main, &nl), 0);
+        (void) pthread_join(t, NULL);
+        cr_assert_geq(nl, 0, "rtnetlink in the namespace: %s", strerror(errno));
+        cr_assert_eq(send(nl, &req, sizeof(req), 0), (ssize_t) sizeof(req));
+        n = recv(nl, answer, sizeof(answer), 0);
+        (void) close(nl);
+        cr_assert(n > 0 && NLMSG_OK(h, (size_t) n) && h->nlmsg_type == RTM_NEWLINK,
+                  "no answer to RTM_GETLINK for lo");
+        {
+                const struct ifinfomsg *ifi = NLMSG_DATA(h);
+                const struct rtattr *a = IFLA_RTA(ifi);
+                int len = (int) IFLA_PAYLOAD(h);
+
+                for (; RTA_OK(a, len); a = RTA_NEXT(a, len))
+                        if (a->rta_type == 63 /* IFLA_GSO_IPV4_MAX_SIZE, Linux 6.3 */)
+                                size = *(const uint32_t *) RTA_DATA(a);
+        }
+        return size;
 }
 
 /* A TCP connection from inside the sandbox to ip:port (in the sandbox's namespace). */
@@ -853,6 +904,32 @@ Test(egress_proxy, half_closed_client_waits_past_linger)
         (void) read_all(fd, answer, sizeof(answer));
         (void) close(fd);
         cr_assert_str_eq(answer, REJECT_ANSWER);
+        (void) egress_session_close(s);
+        (void) egress_free(lab_egress);
+        egress_policy_free(p);
+        sandbox_stop(&sb);
+}
+
+/* The sandbox's loopback, which only its connections to the proxy use, takes packets of up to
+ * 512 KiB (BIG TCP): an eighth of the packets for a download through the proxy. */
+Test(egress_proxy, sandbox_loopback_takes_big_packets)
+{
+        struct egress_policy *p;
+        struct egress_session *s;
+        struct sandbox sb;
+        long host;
+
+        lab_host();
+        host = lo_gso_ipv4_max_size(-1);
+        if (host < 0)
+                cr_skip_test("this kernel has no BIG TCP for IPv4 (Linux 6.3 and later): "
+                             "the proxy's loopback keeps 64 KiB packets");
+        sb = sandbox_start();
+        cr_assert_eq(lo_gso_ipv4_max_size(sb.pidfd), 65536, "a new namespace starts at 64 KiB");
+        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:9\"]}");
+        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
+        cr_assert_eq(lo_gso_ipv4_max_size(sb.pidfd), 524280);
+        cr_assert_eq(lo_gso_ipv4_max_size(-1), host, "the host's loopback is left alone");
         (void) egress_session_close(s);
         (void) egress_free(lab_egress);
         egress_policy_free(p);
