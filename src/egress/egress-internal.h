@@ -126,7 +126,7 @@ struct egress_session {
         unsigned n_refusing;     /* connections past it, being refused */
         uint64_t bytes_used;     /* moved or granted, in + out, since open */
         uint64_t bytes_reserved; /* of bytes_used, granted to reads under way */
-        pthread_cond_t budget;   /* bytes_reserved went down, or a connection was cut */
+        pthread_cond_t budget;   /* bytes_reserved went down, a cut, or a new policy */
         unsigned budget_waiters;
         bool bytes_exhausted;
         struct egress_usage period, total;

@@ -23,10 +23,10 @@
 /* A direction's buffer starts at RELAY_BUF_MIN, which also bounds a plain HTTP response head.
  * A direction whose reads keep filling it (a bulk transfer) gets it doubled, when it is empty,
  * up to RELAY_BUF_MAX. Each wake-up then moves what the socket holds rather than a slice of
- * it: bench/bench-egress measured a 100 MiB download through the proxy at 52-79% of a direct
- * one's rate with 512 KiB, 41-45% with 64 KiB (1 MiB was no faster, 4 MiB slower). The grown part
- * of all relays together is bounded by RELAY_GROWN_MAX, so that a flood of bulk connections costs
- * the daemon at most that much more memory. */
+ * it: bench/bench-egress measured a 100 MiB download through the proxy's slowest way at 52-67%
+ * of a direct one's rate with 512 KiB, 41-45% with 64 KiB (1 MiB was no faster, 4 MiB slower). The
+ * grown part of all relays together is bounded by RELAY_GROWN_MAX, so that a flood of bulk
+ * connections costs the daemon at most that much more memory. */
 #define RELAY_BUF_MIN (64u * 1024u)
 #define RELAY_BUF_MAX (512u * 1024u)
 #define RELAY_GROWN_MAX ((size_t) 256u << 20)
