@@ -311,6 +311,11 @@ static bool relay_finished(const struct relay_dir *out, const struct relay_dir *
 /* A grown buffer is given back after this long without traffic either way. */
 #define RELAY_IDLE_MS 1000
 
+static bool relay_shrinkable(const struct relay_dir *d)
+{
+        return d->cap > RELAY_BUF_MIN && relay_dir_empty(d);
+}
+
 /* Waits for p's events (p[0] the client, p[1] the upstream). Without events poll() still
  * reports POLLHUP and POLLERR, so a side cut by egress_session_close() (shutdown) wakes the
  * relay up. But a side that has hung up or been reset would then be reported at once, again
@@ -320,11 +325,6 @@ static bool relay_finished(const struct relay_dir *out, const struct relay_dir *
  * linger_ms to take what is left: then the relay ends (-ETIMEDOUT, r->lingered). While a grown
  * buffer is empty, a wait of RELAY_IDLE_MS with nothing moving gives it back. Returns 0 or
  * -errno. */
-static bool relay_shrinkable(const struct relay_dir *d)
-{
-        return d->cap > RELAY_BUF_MIN && relay_dir_empty(d);
-}
-
 static int relay_wait(struct egress_relay *r, struct pollfd p[2], bool gone[2],
                       struct relay_dir *out, struct relay_dir *in)
 {
