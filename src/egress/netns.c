@@ -169,7 +169,7 @@ enum { LINK_GSO_IPV4_MAX_SIZE = 63, LINK_GRO_IPV4_MAX_SIZE = 64 };
 
 /* BIG TCP on the sandbox's loopback, which carries only the sandbox's connections to the
  * proxy: TCP hands lo packets of up to 512 KiB instead of 64 KiB, so a download through the
- * proxy costs that hop an eighth of the packets, each of which costs a few interrupt
+ * proxy costs that hop up to eight times fewer packets, each of which costs a few interrupt
  * enables that a virtual machine pays dearly for (docs/PERFORMANCE.md, "Egress through the
  * proxy"). Best effort: a kernel without it keeps 64 KiB, and the proxy works the same. */
 static void lo_big_tcp(unsigned ifindex)
