@@ -600,6 +600,36 @@ static json_int_t num(const json_t *o, const char *key)
         return json_integer_value(v);
 }
 
+/* The setup most relay tests share: the lab host, a sandbox, one upstream server of kind and
+ * a session whose policy allows just that server (extra: more keys of the policy, such as
+ * ", \"max_bytes\": \"3MiB\"", or ""). Set lab_linger_ms first to change it. */
+struct one_upstream {
+        struct sandbox sb;
+        struct srv *srv;
+        struct egress_policy *p;
+        struct egress_session *s;
+        char hostport[64];
+};
+
+static void one_upstream_open(struct one_upstream *u, enum srv_kind kind, const char *extra)
+{
+        lab_host();
+        u->sb = sandbox_start();
+        u->srv = srv_start("127.0.0.1", kind);
+        u->p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]%s}", u->srv->port,
+                         extra);
+        u->s = session(engine(NULL, 0), &u->sb, u->p, NULL, "s-1");
+        (void) snprintf(u->hostport, sizeof(u->hostport), "127.0.0.1:%u", u->srv->port);
+}
+
+static void one_upstream_close(struct one_upstream *u)
+{
+        (void) egress_session_close(u->s);
+        (void) egress_free(lab_egress);
+        egress_policy_free(u->p);
+        sandbox_stop(&u->sb);
+}
+
 /* ---- tests ---- */
 
 Test(egress_proxy, connect_relays_and_counts)
@@ -707,11 +737,7 @@ static void *bulk_send(void *arg)
 
 Test(egress_proxy, bulk_both_ways_arrives_whole)
 {
-        struct egress_policy *p;
-        struct egress_session *s;
-        struct sandbox sb;
-        struct srv *echo;
-        char hostport[64];
+        struct one_upstream up;
         _cleanup_free_ uint8_t *got = malloc(BULK_BYTES + 1);
         size_t len = 0, bad = BULK_BYTES, peak = 0;
         pthread_t sender;
@@ -721,13 +747,8 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
         int fd;
 
         cr_assert_not_null(got);
-        lab_host();
-        sb = sandbox_start();
-        echo = srv_start("127.0.0.1", SRV_ECHO);
-        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", echo->port);
-        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
-        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", echo->port);
-        fd = tunnel(&sb, hostport);
+        one_upstream_open(&up, SRV_ECHO, "");
+        fd = tunnel(&up.sb, up.hostport);
         cr_assert_eq(pthread_create(&sender, NULL, bulk_send, (void *) (intptr_t) fd), 0);
         while (len < BULK_BYTES && (n = read(fd, got + len, BULK_BYTES - len)) > 0)
                 len += (size_t) n;
@@ -740,7 +761,7 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
         cr_assert_eq(bad, BULK_BYTES, "byte %zu differs", bad);
 
         /* The last byte read came through the relay, so it has been counted. */
-        u = egress_session_totals(s);
+        u = egress_session_totals(up.s);
         cr_assert_eq(num(u, "bytes_out"), BULK_BYTES);
         cr_assert_eq(num(u, "bytes_in"), BULK_BYTES);
         json_decref(u);
@@ -753,11 +774,8 @@ Test(egress_proxy, bulk_both_ways_arrives_whole)
         (void) shutdown(fd, SHUT_WR);
         cr_assert_eq(read(fd, got, 1), 0, "the half-close came back through the echo");
         (void) close(fd);
-        (void) egress_session_close(s);
-        (void) egress_free(lab_egress);
+        one_upstream_close(&up);
         cr_assert_eq(egress_relay_grown(NULL), 0, "grown buffers given back");
-        egress_policy_free(p);
-        sandbox_stop(&sb);
 }
 
 /* The CPU time this process has used, in ms. */
@@ -775,28 +793,20 @@ static long long cpu_ms(void)
  * spin on the reset, which poll() reports whatever it is asked). */
 Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
 {
+        struct one_upstream up;
         static char chunk[64 * 1024];
         const struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
-        struct egress_policy *p;
-        struct egress_session *s;
-        struct sandbox sb;
-        struct srv *deaf;
         struct seen ev;
-        char hostport[64], rest[16];
+        char rest[16];
         struct pollfd pf;
         size_t sent = 0;
         bool closed = false;
         long long cpu;
         int fd;
 
-        lab_host();
         lab_linger_ms = 200;
-        sb = sandbox_start();
-        deaf = srv_start("127.0.0.1", SRV_DEAF);
-        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", deaf->port);
-        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
-        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", deaf->port);
-        fd = tunnel(&sb, hostport);
+        one_upstream_open(&up, SRV_DEAF, "");
+        fd = tunnel(&up.sb, up.hostport);
         cr_assert_eq(read_all(fd, rest, sizeof(rest)), 0, "the upstream's half-close passed on");
         /* Everything between here and the upstream fills up: nothing has moved for 1 s. */
         pf = (struct pollfd){ .fd = fd, .events = POLLOUT };
@@ -811,7 +821,7 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
         cpu = cpu_ms();
         (void) close(fd); /* a reset, with bytes unsent */
         for (int i = 0; i < 500 && !closed; i++) {
-                closed = seen_find(EGRESS_EVENT_CLOSE, "127.0.0.1", deaf->port, &ev);
+                closed = seen_find(EGRESS_EVENT_CLOSE, "127.0.0.1", up.srv->port, &ev);
                 if (!closed)
                         (void) usleep(10000);
         }
@@ -821,10 +831,7 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
         cr_assert(strstr(ev.reason, "the client had gone and the upstream read nothing more for "
                                     "200 ms"),
                   "%s", ev.reason);
-        (void) egress_session_close(s);
-        (void) egress_free(lab_egress);
-        egress_policy_free(p);
-        sandbox_stop(&sb);
+        one_upstream_close(&up);
 }
 
 /* A client fills everything between it and an upstream that does not read yet, and resets its
@@ -832,25 +839,16 @@ Test(egress_proxy, reset_client_ends_relay_to_deaf_upstream)
  * the upstream once it reads. */
 Test(egress_proxy, reset_client_bytes_reach_the_upstream)
 {
+        struct one_upstream up;
         static char chunk[64 * 1024];
         const struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
         const uint64_t go = 1;
-        struct egress_policy *p;
-        struct egress_session *s;
-        struct sandbox sb;
-        struct srv *late;
-        char hostport[64];
         struct pollfd pf;
         size_t got = 0, sent = 0;
         int fd, done = 0, queued = 0;
 
-        lab_host();
-        sb = sandbox_start();
-        late = srv_start("127.0.0.1", SRV_LATE_READER);
-        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", late->port);
-        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
-        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", late->port);
-        fd = tunnel(&sb, hostport);
+        one_upstream_open(&up, SRV_LATE_READER, "");
+        fd = tunnel(&up.sb, up.hostport);
         memset(chunk, 'b', sizeof(chunk));
         /* Everything fills up: nothing has moved for 1 s. */
         pf = (struct pollfd){ .fd = fd, .events = POLLOUT };
@@ -864,12 +862,12 @@ Test(egress_proxy, reset_client_bytes_reach_the_upstream)
         cr_assert_eq(ioctl(fd, SIOCOUTQ, &queued), 0, "%s", strerror(errno));
         cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close)), 0);
         (void) close(fd); /* a reset: what is still queued here is dropped */
-        cr_assert_eq(write(late->go, &go, sizeof(go)), (ssize_t) sizeof(go));
+        cr_assert_eq(write(up.srv->go, &go, sizeof(go)), (ssize_t) sizeof(go));
         for (int i = 0; i < 500 && !done; i++) {
-                (void) pthread_mutex_lock(&late->lock);
-                done = late->requests;
-                got = late->body;
-                (void) pthread_mutex_unlock(&late->lock);
+                (void) pthread_mutex_lock(&up.srv->lock);
+                done = up.srv->requests;
+                got = up.srv->body;
+                (void) pthread_mutex_unlock(&up.srv->lock);
                 if (!done)
                         (void) usleep(10000);
         }
@@ -878,40 +876,26 @@ Test(egress_proxy, reset_client_bytes_reach_the_upstream)
                   "the upstream got %zu bytes; %zu were sent, %d of them still queued in the "
                   "client at the reset",
                   got, sent, queued);
-        (void) egress_session_close(s);
-        (void) egress_free(lab_egress);
-        egress_policy_free(p);
-        sandbox_stop(&sb);
+        one_upstream_close(&up);
 }
 
 /* A client that has only closed its sending side has not gone: it waits for its answer as long
  * as the upstream takes, past the linger. */
 Test(egress_proxy, half_closed_client_waits_past_linger)
 {
-        struct egress_policy *p;
-        struct egress_session *s;
-        struct sandbox sb;
-        struct srv *late;
-        char hostport[64], answer[256];
+        struct one_upstream up;
+        char answer[256];
         int fd;
 
-        lab_host();
         lab_linger_ms = 200;
-        sb = sandbox_start();
-        late = srv_start("127.0.0.1", SRV_LATE_ANSWER);
-        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"]}", late->port);
-        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
-        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", late->port);
-        fd = tunnel(&sb, hostport);
+        one_upstream_open(&up, SRV_LATE_ANSWER, "");
+        fd = tunnel(&up.sb, up.hostport);
         send_text(fd, "question");
         (void) shutdown(fd, SHUT_WR);
         (void) read_all(fd, answer, sizeof(answer));
         (void) close(fd);
         cr_assert_str_eq(answer, REJECT_ANSWER);
-        (void) egress_session_close(s);
-        (void) egress_free(lab_egress);
-        egress_policy_free(p);
-        sandbox_stop(&sb);
+        one_upstream_close(&up);
 }
 
 /* The sandbox's loopback, which only its connections to the proxy use, takes packets of up to
@@ -1663,26 +1647,15 @@ Test(egress_proxy, max_bytes_cuts_and_refuses)
  * moved reach it, not when one connection's read under way holds the rest of it. */
 Test(egress_proxy, max_bytes_reached_exactly_by_concurrent_downloads)
 {
+        struct one_upstream up;
         static char sink[256 * 1024];
-        struct egress_policy *p;
-        struct egress_session *s;
-        struct sandbox sb;
-        struct srv *flood;
-        char hostport[64];
         struct pollfd pf[2];
         int open_fds = 2;
         json_t *u;
 
-        lab_host();
-        sb = sandbox_start();
-        flood = srv_start("127.0.0.1", SRV_FLOOD);
-        p = policy_of("{\"mode\": \"allow\", \"allow\": [\"127.0.0.1:%u\"], "
-                      "\"max_bytes\": \"3MiB\"}",
-                      flood->port);
-        s = session(engine(NULL, 0), &sb, p, NULL, "s-1");
-        (void) snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", flood->port);
+        one_upstream_open(&up, SRV_FLOOD, ", \"max_bytes\": \"3MiB\"");
         for (int i = 0; i < 2; i++)
-                pf[i] = (struct pollfd){ .fd = tunnel(&sb, hostport), .events = POLLIN };
+                pf[i] = (struct pollfd){ .fd = tunnel(&up.sb, up.hostport), .events = POLLIN };
         for (int i = 0; i < 2; i++) /* both open: go */
                 send_text(pf[i].fd, "g");
         while (open_fds > 0) {
@@ -1697,15 +1670,12 @@ Test(egress_proxy, max_bytes_reached_exactly_by_concurrent_downloads)
                         }
                 }
         }
-        u = egress_session_totals(s);
+        u = egress_session_totals(up.s);
         cr_assert_eq(num(u, "bytes_in") + num(u, "bytes_out"), 3 << 20,
                      "the limit was reached at %lld bytes in, %lld out",
                      (long long) num(u, "bytes_in"), (long long) num(u, "bytes_out"));
         json_decref(u);
-        (void) egress_session_close(s);
-        (void) egress_free(lab_egress);
-        egress_policy_free(p);
-        sandbox_stop(&sb);
+        one_upstream_close(&up);
 }
 
 /* One session at its cap and flooding; another session's traffic still goes through. */
