@@ -1,7 +1,7 @@
 /* The in-sandbox runner: an embedded CPython (Debian's libpython3.11) serving the wire protocol
  * of base/wire.h on fd 3. It is the only code with <Python.h>; the cell semantics themselves
  * (last-expression value, tracebacks, import policy, rich outputs, files manifest) live in
- * airlock_cell.py, compiled into this binary. It trusts nothing it did not start: the driver
+ * the package airlock_cell (src/runner/cell), compiled into this binary. It trusts nothing it did not start: the driver
  * bounds and validates everything the runner sends back. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,6 +24,15 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+/* One module of the embedded package (embed.py --package). */
+struct embedded_module {
+        const char *name;     /* "airlock_cell" or "airlock_cell.NAME" */
+        const char *filename; /* "airlock_cell/NAME.py": what tracebacks and co_filename say */
+        const unsigned char *source;
+        const unsigned char *marshal;
+        size_t marshal_len;
+};
 
 #include "cell-py.h"
 
@@ -305,13 +314,61 @@ static PyObject *json_strv_to_py(json_t *arr)
         return list;
 }
 
+/* One module's code: the build compiled it with the same Python, but a different minor version
+ * (a changed libpython) means the bytecode cannot be used, so then the source is compiled. */
+static PyObject *embedded_code(const struct embedded_module *m)
+{
+        PyObject *code = NULL;
+
+        if ((PY_VERSION_HEX & 0xffff0000) == CELL_PY_SOURCE_PY_VERSION)
+                code = PyMarshal_ReadObjectFromString((const char *) m->marshal,
+                                                      (Py_ssize_t) m->marshal_len);
+        if (!code) {
+                PyErr_Clear();
+                code = Py_CompileString((const char *) m->source, m->filename, Py_file_input);
+        }
+        return code;
+}
+
+/* Executes the package's modules in the order embed.py wrote them (each imports only the ones
+ * before it), as airlock_cell.NAME in sys.modules, then __init__ in the package itself, which has
+ * an empty __path__: nothing of it is ever looked for on disk. Returns a new reference to the
+ * package, or NULL with a Python error set. */
+static PyObject *load_cell_package(void)
+{
+        const size_t n = sizeof(cell_py_source) / sizeof(cell_py_source[0]);
+        const struct embedded_module *init = &cell_py_source[n - 1];
+        _cleanup_pydecref_ PyObject *path = PyList_New(0);
+        PyObject *pkg = PyImport_AddModule(init->name); /* borrowed */
+
+        if (!pkg || !path || PyModule_AddObjectRef(pkg, "__path__", path) < 0 ||
+            PyModule_AddStringConstant(pkg, "__package__", init->name) < 0)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                const struct embedded_module *m = &cell_py_source[i];
+                _cleanup_pydecref_ PyObject *code = embedded_code(m), *mod = NULL;
+                PyObject *fresh;
+
+                if (!code)
+                        return NULL;
+                fresh = PyImport_AddModule(m->name); /* borrowed; the package itself last */
+                if (!fresh || PyModule_AddStringConstant(fresh, "__package__", init->name) < 0)
+                        return NULL;
+                mod = PyImport_ExecCodeModuleWithPathnames(m->name, code, m->filename, NULL);
+                if (!mod)
+                        return NULL;
+                if (m != init && PyObject_SetAttrString(pkg, strrchr(m->name, '.') + 1, mod) < 0)
+                        return NULL;
+        }
+        return Py_NewRef(pkg);
+}
+
 static int python_start(void)
 {
         PyPreConfig preconfig;
         PyConfig config;
         PyStatus status;
         wchar_t *argv[] = { L"", NULL };
-        _cleanup_pydecref_ PyObject *code = NULL;
 
         /* The isolated configuration ignores the environment and leaves the C locale alone,
          * which would make stdio ASCII: UTF-8 mode makes every text stream UTF-8. */
@@ -341,20 +398,7 @@ static int python_start(void)
                 goto fail;
         PyConfig_Clear(&config);
 
-        /* The build compiled the module with the same Python; a different minor version
-         * (a changed libpython) means the bytecode cannot be used, so compile the source. */
-        if ((PY_VERSION_HEX & 0xffff0000) == CELL_PY_SOURCE_PY_VERSION)
-                code = PyMarshal_ReadObjectFromString((const char *) cell_py_source_marshal,
-                                                      sizeof(cell_py_source_marshal));
-        if (!code) {
-                PyErr_Clear();
-                code = Py_CompileString((const char *) cell_py_source, "airlock_cell.py",
-                                        Py_file_input);
-        }
-        if (!code)
-                return -EINVAL;
-        cell_module =
-                PyImport_ExecCodeModuleWithPathnames("airlock_cell", code, "airlock_cell.py", NULL);
+        cell_module = load_cell_package();
         if (!cell_module)
                 return -EINVAL;
         {

@@ -28,9 +28,9 @@ files = [{"path": "../../etc/passwd", "size": 10, "change": "created"},
          "a string", 7, None,
          {"path": "sub/good.txt", "size": 3, "change": "created", "extra": "dropped"}]
 # The cell module builds the answer after this code ran: make it send what we like.
-cell._cell_outputs.extend(outputs)
-cell._files_changed = lambda before, after: files
-cell._sanitize = lambda reply: None
+cell.context._cell_outputs.extend(outputs)
+cell.execute._files_changed = lambda before, after: files
+cell.execute._sanitize = lambda reply: None
 '''
 
 

@@ -1,9 +1,9 @@
-"""Unit tests for src/runner/airlock_cell.py, the runner's cell logic.
+"""Unit tests for src/runner/cell/, the package airlock_cell: the runner's cell logic.
 
 Run with Debian's interpreter (the one the runner embeds):
     /usr/bin/python3 -m pytest tests/unit/test_cell.py -q
 
-The module is loaded from its source path, a fresh instance per test, with a fresh __main__
+The package is loaded from its source directory, a fresh instance per test, with a fresh __main__
 module, the original builtins.__import__ restored afterwards and a private working directory, so
 configure() in one test never leaks into another.
 """
@@ -24,7 +24,7 @@ import types
 
 import pytest
 
-SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "runner" / "airlock_cell.py"
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "runner" / "cell"
 MINIMAL = ["math", "statistics", "itertools", "functools", "re", "datetime", "collections",
            "json", "csv", "string", "textwrap", "decimal", "fractions", "random", "operator",
            "typing"]
@@ -34,8 +34,12 @@ _instances = itertools.count()
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location(f"airlock_cell_{next(_instances)}", SRC)
+    """A fresh instance of the package under a name of its own (its modules with it)."""
+    name = f"airlock_cell_{next(_instances)}"
+    spec = importlib.util.spec_from_file_location(name, SRC / "__init__.py",
+                                                  submodule_search_locations=[str(SRC)])
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # the relative imports of its modules find it there
     spec.loader.exec_module(mod)
     return mod
 
@@ -275,7 +279,7 @@ def test_traceback_shows_source_of_older_cells(cell):
 
 def test_cell_sources_are_bounded(cell):
     import linecache
-    cell._LINECACHE_MAX_BYTES = 100
+    cell.context._LINECACHE_MAX_BYTES = 100
     for i in range(10):
         ok(cell, f"x{i} = {'1' * 30}")
     assert "<cell 1>" not in linecache.cache
@@ -632,7 +636,7 @@ def test_files_manifest_does_not_follow_symlinks(cell, tmp_path):
 
 
 def test_files_manifest_depth_bound(cell):
-    cell._WALK_MAX_DEPTH = 1
+    cell.context._WALK_MAX_DEPTH = 1
     reply = ok(cell, "import os\nos.makedirs('a/b')\nopen('a/x', 'w').write('1')\n"
                      "open('a/b/y', 'w').write('2')")
     assert reply["files"] == [{"path": "a/x", "size": 1, "change": "created"}]
@@ -641,7 +645,7 @@ def test_files_manifest_depth_bound(cell):
 def test_files_manifest_bound_reports_no_spurious_changes(cell):
     for i in range(20):
         pathlib.Path(f"f{i:02}").write_text("x")
-    cell._WALK_MAX_ENTRIES = 5
+    cell.context._WALK_MAX_ENTRIES = 5
     assert ok(cell, "x = 1")["files"] == []
 
 
@@ -689,8 +693,10 @@ def test_reseed_changes_numpy_sequence(cell):
 
 def test_import_is_light():
     code = (f"import importlib.util, sys, time\n"
-            f"spec = importlib.util.spec_from_file_location('airlock_cell', {str(SRC)!r})\n"
+            f"spec = importlib.util.spec_from_file_location('airlock_cell', "
+            f"{str(SRC / '__init__.py')!r}, submodule_search_locations=[{str(SRC)!r}])\n"
             f"mod = importlib.util.module_from_spec(spec)\n"
+            f"sys.modules['airlock_cell'] = mod\n"
             f"spec.loader.exec_module(mod)\n"
             f"heavy = [m for m in ('numpy', 'pandas', 'matplotlib', 'asyncio')\n"
             f"         if m in sys.modules]\n"
@@ -724,7 +730,7 @@ def channel(cell):
 def test_tool_arguments_from_numpy_and_dates_are_sent_as_json(cell, channel):
     np = pytest.importorskip("numpy")
     import datetime
-    assert cell._tools_call("t", n=np.int64(3), xs=np.array([1.5, 2.0]), flag=np.bool_(True),
+    assert cell.tools._tools_call("t", n=np.int64(3), xs=np.array([1.5, 2.0]), flag=np.bool_(True),
                             day=datetime.date(2025, 6, 30)) == "answer"
     assert channel == [{"op": "tool_call", "name": "t",
                         "arguments": {"n": 3, "xs": [1.5, 2.0], "flag": True,
@@ -740,16 +746,16 @@ def test_tool_arguments_from_numpy_and_dates_are_sent_as_json(cell, channel):
 def test_tool_arguments_json_cannot_carry_are_refused_before_sending(cell, channel, value, exc,
                                                                      fragment):
     with pytest.raises(exc, match=fragment):
-        cell._tools_call("t", x=value)
+        cell.tools._tools_call("t", x=value)
     circular = []
     circular.append(circular)
     with pytest.raises(ValueError, match="cannot be sent as JSON: Circular reference"):
-        cell._tools_call("t", x=circular)
+        cell.tools._tools_call("t", x=circular)
     assert channel == []
 
 
 def test_tool_function_names_an_unknown_keyword(cell, channel):
-    echo = cell._Tool(ECHO_INFO)
+    echo = cell.tools._Tool(ECHO_INFO)
     with pytest.raises(TypeError, match=r"echo\(\) got an unexpected keyword argument 'txt'; "
                                         r"its parameters: text"):
         echo(txt="x")
@@ -768,7 +774,7 @@ def test_tool_function_unpickles_without_the_channel(cell, monkeypatch):
 
     monkeypatch.setitem(sys.modules, cell.__name__, cell)  # pickle finds _Tool by module name
     cell._channel = refuse
-    echo = pickle.loads(pickle.dumps(cell._Tool(ECHO_INFO)))
+    echo = pickle.loads(pickle.dumps(cell.tools._Tool(ECHO_INFO)))
     assert repr(echo) == "<airlock tool echo(text)>"
     assert "Internal tool 'echo' of server 'fx'" in echo.__doc__
     with pytest.raises(RuntimeError, match="while a cell runs"):
@@ -779,17 +785,17 @@ def test_tool_function_unpickles_without_the_channel(cell, monkeypatch):
 
 def test_pip_lines_become_calls_in_place(fresh):
     code = "x = 1\n%pip install a 'b>=2'\nif x:\n    %pip list  \nprint(x)\n"
-    out = fresh._pip_lines(code)
+    out = fresh.pip._pip_lines(code)
     assert out.splitlines() == ["x = 1", "_airlock_pip(\"install a 'b>=2'\")", "if x:",
                                 "    _airlock_pip('list')", "print(x)"]
-    assert fresh._pip_lines("x = '%pip'\n") == "x = '%pip'\n"
+    assert fresh.pip._pip_lines("x = '%pip'\n") == "x = '%pip'\n"
     plain = "print(1)\n"
-    assert fresh._pip_lines(plain) is plain
+    assert fresh.pip._pip_lines(plain) is plain
 
 
 def test_pip_lines_inside_a_string_stay_text(fresh):
     code = 's = """\n%pip install no\n"""\n%pip install yes\n'
-    out = fresh._pip_lines(code).splitlines()
+    out = fresh.pip._pip_lines(code).splitlines()
     assert out[1] == "%pip install no" and out[3] == "_airlock_pip('install yes')", out
 
 

@@ -1,4 +1,4 @@
-"""Unit tests for snapshot() and restore() of src/runner/airlock_cell.py: saving a session's
+"""Unit tests for snapshot() and restore() of src/runner/cell/saved.py (the package airlock_cell): saving a session's
 Python variables when it stops (or forks) and loading them in a new sandbox.
 
 Run with Debian's interpreter (the one the runner embeds):
@@ -22,7 +22,7 @@ import types
 
 import pytest
 
-SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "runner" / "airlock_cell.py"
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "runner" / "cell"
 MINIMAL = ["math", "statistics", "itertools", "functools", "re", "datetime", "collections",
            "json", "csv", "string", "textwrap", "decimal", "fractions", "random", "operator",
            "typing"]
@@ -31,8 +31,12 @@ _instances = itertools.count()
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location(f"airlock_cell_snap_{next(_instances)}", SRC)
+    """A fresh instance of the package under a name of its own (its modules with it)."""
+    name = f"airlock_cell_snap_{next(_instances)}"
+    spec = importlib.util.spec_from_file_location(name, SRC / "__init__.py",
+                                                  submodule_search_locations=[str(SRC)])
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # the relative imports of its modules find it there
     spec.loader.exec_module(mod)
     return mod
 
@@ -512,8 +516,8 @@ def test_joint_culprit_is_bisected(boxes):
                 raise TypeError("together")
 
     state = dict.fromkeys("abcde")
-    assert mod._joint_culprit(Pickler, object, {}, state) == ["c"]
-    assert mod._joint_culprit(Pickler, object, {}, dict.fromkeys("bcd")) == []
+    assert mod.saved._joint_culprit(Pickler, object, {}, state) == ["c"]
+    assert mod.saved._joint_culprit(Pickler, object, {}, dict.fromkeys("bcd")) == []
 
 
 def test_reference_to_a_main_name_is_lost_not_fatal(boxes):
@@ -706,8 +710,10 @@ def test_pickle_is_not_imported_at_start():
     import subprocess
 
     code = (f"import importlib.util, sys\n"
-            f"spec = importlib.util.spec_from_file_location('airlock_cell', {str(SRC)!r})\n"
+            f"spec = importlib.util.spec_from_file_location('airlock_cell', "
+            f"{str(SRC / '__init__.py')!r}, submodule_search_locations=[{str(SRC)!r}])\n"
             f"mod = importlib.util.module_from_spec(spec)\n"
+            f"sys.modules['airlock_cell'] = mod\n"
             f"spec.loader.exec_module(mod)\n"
             f"print([m for m in ('pickle', '_pickle', 'select') if m in sys.modules])\n")
     out = subprocess.run([sys.executable, "-B", "-c", code], capture_output=True, text=True,

@@ -1,0 +1,216 @@
+"""Rich outputs: display(), the _repr_*_ formatters, matplotlib figures as PNG."""
+
+import sys
+
+from . import context as ctx
+
+
+# IPython's formatter methods, in the order a front end prefers them.
+_REPR_METHODS = (
+    ("_repr_html_", "text/html"),
+    ("_repr_markdown_", "text/markdown"),
+    ("_repr_svg_", "image/svg+xml"),
+    ("_repr_png_", "image/png"),
+    ("_repr_jpeg_", "image/jpeg"),
+    ("_repr_latex_", "text/latex"),
+    ("_repr_json_", "application/json"),
+)
+_BINARY_MIMES = ("image/png", "image/jpeg")
+
+
+def _note(text):
+    try:
+        sys.stderr.write(f"airlock: {text}\n")
+    except Exception:
+        pass
+
+
+def _method(obj, name):
+    try:
+        m = getattr(obj, name, None)
+    except Exception:
+        return None
+    return m if callable(m) else None
+
+
+def _mime_value(mime, value):
+    """A formatter's return value as the string the reply carries, or None to skip it."""
+    if isinstance(value, tuple) and len(value) == 2:  # (data, metadata)
+        value = value[0]
+    if value is None:
+        return None
+    if mime in _BINARY_MIMES:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            import binascii
+
+            return binascii.b2a_base64(bytes(value), newline=False).decode("ascii")
+        return value if isinstance(value, str) else None
+    if mime == "application/json" or mime.endswith("+json"):
+        if isinstance(value, str):
+            return value
+        import json
+
+        try:
+            return json.dumps(value)
+        except (TypeError, ValueError):
+            return None
+    return value if isinstance(value, str) else None
+
+
+def _figure_png(fig):
+    import binascii
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return binascii.b2a_base64(buf.getvalue(), newline=False).decode("ascii")
+
+
+def _rich_data(obj):
+    """The rich representations of obj as {mime: str} (text/plain not included). Classes are
+    skipped (their _repr_*_ are unbound functions); a failing formatter is skipped with a note on
+    stderr, like IPython does."""
+    if isinstance(obj, type):
+        return {}
+    data = {}
+    mpl_figure = sys.modules.get("matplotlib.figure")
+    if mpl_figure is not None and isinstance(obj, getattr(mpl_figure, "Figure", ())):
+        try:
+            data["image/png"] = _figure_png(obj)
+            if ctx._cell_figures is not None:
+                ctx._cell_figures.add(id(obj))
+        except Exception as e:
+            _note(f"cannot render figure: {type(e).__name__}: {e}")
+        return data
+    bundle = _method(obj, "_repr_mimebundle_")
+    if bundle is not None:
+        try:
+            got = bundle(include=None, exclude=None)
+            if isinstance(got, tuple) and len(got) == 2:
+                got = got[0]
+            if isinstance(got, dict):
+                for mime, value in got.items():
+                    if isinstance(mime, str) and mime != "text/plain":
+                        v = _mime_value(mime, value)
+                        if v is not None:
+                            data[mime] = v
+        except Exception as e:
+            _note(f"_repr_mimebundle_ failed: {type(e).__name__}: {e}")
+    for meth, mime in _REPR_METHODS:
+        if mime in data:
+            continue
+        m = _method(obj, meth)
+        if m is None:
+            continue
+        try:
+            v = _mime_value(mime, m())
+        except Exception as e:
+            _note(f"{meth} failed: {type(e).__name__}: {e}")
+            continue
+        if v is not None:
+            data[mime] = v
+    return data
+
+
+def display(*objs):
+    """Show objects as outputs of the running cell, like IPython's display(): each becomes one
+    output with text/plain (its repr) and the rich formats it offers."""
+    outputs = ctx._cell_outputs
+    for obj in objs:
+        data = {"text/plain": repr(obj)}
+        data.update(_rich_data(obj))
+        if outputs is not None:
+            outputs.append({"data": data, "main": False})
+
+
+display._airlock_display = True
+
+
+def _flush_figures(outputs):
+    """Append every open pyplot figure as a PNG output, then close them all."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        nums = plt.get_fignums()
+    except Exception:
+        return
+    rendered = ctx._cell_figures or ()
+    for num in nums:
+        try:
+            fig = plt.figure(num)
+            if id(fig) in rendered:
+                continue
+            outputs.append({"data": {"image/png": _figure_png(fig), "text/plain": repr(fig)},
+                            "main": False})
+        except Exception as e:
+            _note(f"cannot render figure {num}: {type(e).__name__}: {e}")
+    try:
+        plt.close("all")
+    except Exception:
+        pass
+
+
+def _show(*args, **kwargs):
+    """plt.show() inside airlock: like Jupyter's inline backend, the open figures become outputs
+    of the running cell right away and are closed, so the next plot starts on a fresh figure.
+    Nothing is drawn on a screen and nothing warns."""
+    if ctx._cell_outputs is not None:
+        _flush_figures(ctx._cell_outputs)
+
+
+class _PatchingLoader:
+    """Wraps the loader of matplotlib.pyplot so that plt.show is replaced as soon as pyplot has
+    been executed, also when a cell imports pyplot for the first time and calls show() at once.
+    Everything else (get_source for tracebacks, resources) goes to the real loader."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module.show = _show
+
+
+class _PyplotHook:
+    """A sys.meta_path finder that only answers for matplotlib.pyplot (it is asked only about
+    modules not imported yet, so it costs one call per new module)."""
+
+    _airlock_pyplot_hook = True
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib.pyplot":
+            return None
+        for finder in sys.meta_path:
+            if getattr(finder, "_airlock_pyplot_hook", False):
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+def _install_pyplot_hook():
+    # Replace a hook that an earlier instance of this module installed.
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "_airlock_pyplot_hook", False)]
+    sys.meta_path.insert(0, _PyplotHook())
+
+
+def _patch_pyplot():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None and getattr(plt, "show", None) is not _show:
+        try:
+            plt.show = _show
+        except Exception:
+            pass
