@@ -1,8 +1,8 @@
 /* The in-sandbox runner: an embedded CPython (Debian's libpython3.11) serving the wire protocol
  * of base/wire.h on fd 3. It is the only code with <Python.h>; the cell semantics themselves
  * (last-expression value, tracebacks, import policy, rich outputs, files manifest) live in
- * the package airlock_cell (src/runner/cell), compiled into this binary. It trusts nothing it did not start: the driver
- * bounds and validates everything the runner sends back. */
+ * the package airlock_cell (src/runner/cell), compiled into this binary. It trusts nothing it did
+ * not start: the driver bounds and validates everything the runner sends back. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <marshal.h>
@@ -432,8 +432,10 @@ static json_t *handle_init(json_t *req)
         preload = json_strv_to_py(json_object_get(req, "preload"));
         if (!imports || !preload)
                 goto py_fail;
-        res = PyObject_CallMethod(cell_module, "configure", "sOs", profile ? profile : "default",
-                                  imports, policy ? policy : "none");
+        /* shell: the profile allows bash, and so IPython's dialect (shell escapes, magics). */
+        res = PyObject_CallMethod(cell_module, "configure", "sOsO", profile ? profile : "default",
+                                  imports, policy ? policy : "none",
+                                  json_is_true(json_object_get(req, "shell")) ? Py_True : Py_False);
         if (!res)
                 goto py_fail;
         if (preload != Py_None) {

@@ -640,13 +640,14 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         (void) fcntl_nonblock(sb->jail->stdout_fd);
         (void) fcntl_nonblock(sb->jail->stderr_fd);
 
-        r = send_frame(sb, json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o}", "op", "init", "profile",
-                                     p->name, "output_max", (json_int_t) p->limits.output_bytes,
-                                     "memory_bytes", (json_int_t) sb->memory_bytes, "imports",
-                                     strv_to_json(p->imports), "policy",
-                                     p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none",
-                                     "preload",
-                                     opts->preload ? strv_to_json(p->preload) : json_array()));
+        r = send_frame(
+                sb, json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:b}", "op", "init", "profile",
+                              p->name, "output_max", (json_int_t) p->limits.output_bytes,
+                              "memory_bytes", (json_int_t) sb->memory_bytes, "imports",
+                              strv_to_json(p->imports), "policy",
+                              p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none",
+                              "preload", opts->preload ? strv_to_json(p->preload) : json_array(),
+                              "shell", p->lang_bash));
         if (r < 0)
                 return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
         o = drive(sb, now_ns() + INIT_TIMEOUT_MS * 1000000ULL, &cap, NULL, &frame);
@@ -767,14 +768,15 @@ static json_t *validated_files(json_t *frame)
         return out;
 }
 
-/* Rich outputs, rebuilt from entries that are {data: {mime: string...}, main: bool}. */
+/* Rich outputs, rebuilt from entries that are {data: {mime: string...}, main: bool} and, for a
+ * display given an id (IPython's display_id), display_id: a string of 1 to 255 bytes. */
 static json_t *validated_outputs(json_t *frame)
 {
         json_t *outputs = json_object_get(frame, "outputs"), *out = json_array(), *e;
         size_t i;
 
         json_array_foreach (outputs, i, e) {
-                json_t *data = json_object_get(e, "data"), *clean, *v;
+                json_t *data = json_object_get(e, "data"), *clean, *v, *id;
                 const char *mime;
                 bool ok = json_is_object(data) && json_object_size(data) > 0;
 
@@ -784,9 +786,13 @@ static json_t *validated_outputs(json_t *frame)
                         ok &= json_is_string(v) && strlen(mime) > 0 && strlen(mime) <= 255;
                 if (!ok)
                         continue;
-                clean = json_deep_copy(data);
-                json_array_append_new(out, json_pack("{s:o, s:b}", "data", clean, "main",
-                                                     json_is_true(json_object_get(e, "main"))));
+                clean = json_pack("{s:o, s:b}", "data", json_deep_copy(data), "main",
+                                  json_is_true(json_object_get(e, "main")));
+                id = json_object_get(e, "display_id");
+                if (clean && json_is_string(id) && json_string_length(id) > 0 &&
+                    json_string_length(id) <= 255)
+                        (void) json_object_set(clean, "display_id", id);
+                json_array_append_new(out, clean);
         }
         return out;
 }

@@ -225,14 +225,15 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         (void) fcntl_nonblock(z->jail->stdout_fd);
         (void) fcntl_nonblock(z->jail->stderr_fd);
 
-        frame = json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:{s:i, s:b, s:b}, s:b}", "op",
+        frame = json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:{s:i, s:b, s:b}, s:b, s:b}", "op",
                           "init", "profile", p->name, "output_max",
                           (json_int_t) p->limits.output_bytes, "memory_bytes",
                           (json_int_t) p->limits.memory_bytes, "imports", profile_imports_json(p),
                           "policy", p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none",
                           "preload", profile_preload_json(p), "features", "landlock_abi",
                           features->landlock_abi, "mount_setattr", features->mount_setattr,
-                          "proc_subset_pid", features->proc_subset_pid, "layer", layer_dir != NULL);
+                          "proc_subset_pid", features->proc_subset_pid, "layer", layer_dir != NULL,
+                          "shell", p->lang_bash);
         r = frame ? wire_send(z->jail->ctl_fd, frame) : -ENOMEM;
         json_decref(frame);
         frame = NULL;

@@ -6,13 +6,14 @@ import os
 import sys
 
 from . import context as ctx
+from . import ipython
 from .context import (_CELL_PREFIX, _HIDDEN_VALUE, _Refused, _clean, _cwd, _flush_streams,
                       _source_lines)
 from .errors import _error_of, _static_traceback, _system_exit
 from .files import _files_changed, _snapshot
 from .pip import _as_written, _pip_lines, _refresh_sites
 from .policy import _import_check, _policy_check
-from .rich import _flush_figures, _patch_pyplot, _rich_data, display
+from .rich import _flush_figures, _mime_value, _patch_pyplot, _rich_data, display
 
 
 def _call_enter(saved, stdin, env, cwd):
@@ -95,11 +96,12 @@ def run_cell(code, stdin=None, env=None, cwd=None):
         try:
             if stdin is not None or env or cwd is not None:
                 _call_enter(saved, stdin, env, cwd)
-            has_value, value = _execute(code, n, ns)
+            ipython.begin_cell(sys.modules["__main__"], ns, n)
+            has_value, value, source = _execute(code, n, ns)
+            ipython.end_cell(ns, n, source, has_value, value)
             if has_value and value is not None:
                 ns["_"] = value
-                reply["result"] = repr(value)
-                rich = _rich_data(value)
+                reply["result"], rich = _represent(value)
                 if rich:
                     data = {"text/plain": reply["result"]}
                     data.update(rich)
@@ -113,7 +115,7 @@ def run_cell(code, stdin=None, env=None, cwd=None):
             reply["error"] = _error_of(e)
             reply["exit_code"] = 130  # what a shell reports for a process ended by SIGINT
         except BaseException as e:
-            reply["error"] = _error_of(e)
+            reply["error"] = ipython.usage_error(e) or _error_of(e)
 
     # Bookkeeping after the cell. A SIGINT that lands here (the daemon's timeout racing the end of
     # the cell) must not lose the reply: each step is guarded and the cell reported interrupted.
@@ -169,28 +171,70 @@ def _user_namespace():
     except Exception:  # a user object whose __getattr__ raises: it is theirs
         ours = False
     if ours:
-        ns["display"] = display
+        ns["display"] = ctx._display or display
     return ns
 
 
+def _represent(value):
+    """(text/plain, {other mime: data}) of the cell's value: IPython's formatters where the
+    profile has IPython's dialect, else repr() and the object's _repr_*_ methods."""
+    if ipython.enabled():
+        data = {}
+        for mime, raw in ipython.format_value(value).items():
+            v = _mime_value(mime, raw)
+            if v is not None:
+                data[mime] = v
+        text = data.pop("text/plain", None)
+        return (text if text is not None else repr(value)), data
+    return repr(value), _rich_data(value)
+
+
+def _parse(ast, code, filename):
+    """(tree, source): the cell as written when it is Python; else, where the profile has
+    IPython's dialect, as IPython's transformer turns it into Python. Raises _Refused."""
+    try:
+        return ast.parse(code, filename, "exec"), code
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
+        error = e
+    if ipython.enabled():
+        try:
+            source = ipython.transform(code)
+        except Exception:
+            source = code
+    else:
+        message = ipython.refusal(code)
+        if message is not None:
+            raise _Refused("PolicyError", message, None)
+        # A cell quoted indented (as IPython would take it), and %pip lines, which run in every
+        # profile: the compiler gets them as calls.
+        import textwrap
+
+        source = _pip_lines(textwrap.dedent(code))
+        if source == code:
+            source = code
+    if source is code:
+        raise _compile_refusal(error) from None
+    try:
+        return ast.parse(source, filename, "exec"), source
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
+        raise _compile_refusal(_as_written(e, code, source)) from None
+
+
 def _execute(code, n, ns):
-    """Parse, check and run one cell. Returns (has_value, value). Raises _Refused for a refused
-    or unparsable cell (nothing ran), otherwise whatever the user code raised."""
+    """Parse, check and run one cell. Returns (has_value, value, the Python source that ran).
+    Raises _Refused for a refused or unparsable cell (nothing ran), otherwise whatever the user
+    code raised."""
     import ast
     import linecache
 
     filename = f"{_CELL_PREFIX}{n}>"
     lines = _source_lines(code)
     _remember_source(linecache, filename, code, lines)
-    # Tracebacks show the cell as written; the compiler gets its %pip lines as calls.
-    source = _pip_lines(code)
+    # Tracebacks show the cell as written; the compiler gets it as Python.
+    tree, source = _parse(ast, code, filename)
     if source is not code:
         lines = _source_lines(source)
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-    try:
-        tree = ast.parse(source, filename, "exec")
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
-        raise _compile_refusal(_as_written(e, code, source)) from None
     if ctx._allowed is not None:
         _import_check(ast, tree)
     if ctx._restricted:
@@ -213,12 +257,12 @@ def _execute(code, n, ns):
         raise _compile_refusal(_as_written(e, code, source)) from None
 
     if is_async:
-        return _run_async(code_async, last is not None, ns)
+        return (*_run_async(code_async, last is not None, ns), source)
     if head is not None:
         exec(head, ns)
     if tail is None:
-        return False, None
-    return True, eval(tail, ns)
+        return False, None, source
+    return True, eval(tail, ns), source
 
 
 def _remember_source(linecache, filename, code, lines):

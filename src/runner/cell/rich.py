@@ -126,6 +126,44 @@ def display(*objs):
 display._airlock_display = True
 
 
+def publish(data, display_id=None, update=False):
+    """One display of the running cell: data is {mime: value} as IPython's formatters give it.
+    An update (update_display) replaces the data of this cell's output with that display_id,
+    else it is a new output. Outside a cell (a thread that outlived it) it is dropped."""
+    outputs = ctx._cell_outputs
+    if outputs is None or not isinstance(data, dict):
+        return
+    clean = {}
+    for mime, value in data.items():
+        if isinstance(mime, str):
+            v = _mime_value(mime, value)
+            if v is not None:
+                clean[mime] = v
+    if not clean:
+        return
+    if update and display_id is not None:
+        for out in outputs:
+            if out.get("display_id") == display_id:
+                out["data"] = clean
+                return
+    entry = {"data": clean, "main": False}
+    if display_id is not None:
+        entry["display_id"] = display_id
+    outputs.append(entry)
+
+
+def _figure_png_for_formatter(fig):
+    """IPython's image/png formatter for a matplotlib Figure (the inline backend's job): the
+    figure as PNG bytes, noted as rendered so that the end of the cell does not add it again."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    if ctx._cell_figures is not None:
+        ctx._cell_figures.add(id(fig))
+    return buf.getvalue()
+
+
 def _flush_figures(outputs):
     """Append every open pyplot figure as a PNG output, then close them all."""
     plt = sys.modules.get("matplotlib.pyplot")
@@ -159,13 +197,52 @@ def _show(*args, **kwargs):
         _flush_figures(ctx._cell_outputs)
 
 
+def _patch_imageshow(module):
+    """PIL's Image.show() displays the image as an output of the running cell (a viewer put
+    before the ones that would start a program), never a window."""
+    if getattr(module, "_airlock_viewer", False):
+        return
+
+    class Viewer(module.Viewer):
+        def show(self, image, **options):
+            (ctx._display or display)(image)
+            return 1
+
+    module.register(Viewer, 0)
+    module._airlock_viewer = True
+
+
+def _patch_plotly(pio):
+    """A plotly figure's show() gives one output: the figure's JSON
+    (application/vnd.plotly.v1+json) and its HTML (a div and a script tag for plotly.js, which
+    the viewer loads: inlined, plotly.js alone is over 3 MB). Never a browser, and no renderer
+    activation output (plotly's notebook renderer would inline plotly.js once per session)."""
+    try:
+        from plotly.io._base_renderers import HtmlRenderer
+
+        pio.renderers["airlock"] = HtmlRenderer(connected=True, full_html=False, requirejs=False)
+        pio.renderers.default = "plotly_mimetype+airlock"
+    except Exception as e:  # another plotly: its own default stays
+        _note(f"plotly's renderer is left as it was: {type(e).__name__}: {e}")
+
+
+def _patch_pyplot_module(module):
+    module.show = _show
+
+
+# What is changed in a library as soon as it is imported: module name -> patch(module).
+_PATCHES = {"matplotlib.pyplot": _patch_pyplot_module, "PIL.ImageShow": _patch_imageshow,
+            "plotly.io": _patch_plotly}
+
+
 class _PatchingLoader:
-    """Wraps the loader of matplotlib.pyplot so that plt.show is replaced as soon as pyplot has
-    been executed, also when a cell imports pyplot for the first time and calls show() at once.
+    """Wraps the loader of a module of _PATCHES so that it is patched as soon as it has been
+    executed, also when a cell imports it for the first time and uses it at once (plt.show()).
     Everything else (get_source for tracebacks, resources) goes to the real loader."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, patch):
         self._loader = loader
+        self._patch = patch
 
     def __getattr__(self, name):
         return getattr(self._loader, name)
@@ -175,17 +252,18 @@ class _PatchingLoader:
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        module.show = _show
+        self._patch(module)
 
 
 class _PyplotHook:
-    """A sys.meta_path finder that only answers for matplotlib.pyplot (it is asked only about
-    modules not imported yet, so it costs one call per new module)."""
+    """A sys.meta_path finder that only answers for the modules of _PATCHES (it is asked only
+    about modules not imported yet, so it costs one call per new module)."""
 
     _airlock_pyplot_hook = True
 
     def find_spec(self, name, path=None, target=None):
-        if name != "matplotlib.pyplot":
+        patch = _PATCHES.get(name)
+        if patch is None:
             return None
         for finder in sys.meta_path:
             if getattr(finder, "_airlock_pyplot_hook", False):
@@ -196,7 +274,7 @@ class _PyplotHook:
             spec = find(name, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PatchingLoader(spec.loader)
+                    spec.loader = _PatchingLoader(spec.loader, patch)
                 return spec
         return None
 
@@ -208,6 +286,13 @@ def _install_pyplot_hook():
 
 
 def _patch_pyplot():
+    """Patches what was imported before the hook was there (preload())."""
+    shower = sys.modules.get("PIL.ImageShow")
+    if shower is not None:
+        try:
+            _patch_imageshow(shower)
+        except Exception:
+            pass
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is not None and getattr(plt, "show", None) is not _show:
         try:

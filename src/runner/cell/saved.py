@@ -4,6 +4,7 @@ import os
 import sys
 
 from . import context as ctx
+from . import ipython
 from .context import _HIDDEN_VALUE, _clean
 from .execute import _user_namespace
 from .pip import _refresh_sites
@@ -178,7 +179,7 @@ def _split_namespace(ns):
     module_type = type(sys)
     state, modules, lost = {}, {}, set()
     for name, value in list(ns.items()):  # a thread of the session may change ns meanwhile
-        if type(name) is not str or name in _UNSAVED:
+        if type(name) is not str or name in _UNSAVED or ipython.is_unsaved(name):
             continue
         if name == "__annotations__" and type(value) is dict and not value:
             continue

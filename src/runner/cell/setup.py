@@ -6,16 +6,18 @@ import os
 import sys
 
 from . import context as ctx
+from . import ipython
 from .pip import _refresh_sites
 from .policy import _guarded_import
 from .rich import _install_pyplot_hook, _patch_pyplot
 from .tools import _install_tools_module
 
 
-def configure(profile, imports, policy):
+def configure(profile, imports, policy, shell=False):
     """Set the profile name (used in messages), the top-level module allow-list (None: any) and
     the policy ("none" or "restricted"). Installs or removes the __import__ guard and loads the
-    modules run_cell() needs, so that a forked session does not pay for them."""
+    modules run_cell() needs, so that a forked session does not pay for them. shell: the
+    profile allows bash, and so IPython's dialect (ipython.py), whose shell is made here."""
     if isinstance(imports, str) and not isinstance(policy, str):
         # Called as configure(profile, policy, imports): the two are unambiguous by type.
         imports, policy = policy, imports
@@ -55,6 +57,16 @@ def configure(profile, imports, policy):
     _install_tools_module()
     # The layer's packages are importable before preload() imports them.
     _refresh_sites()
+    ctx._display = None
+    if shell:
+        why = ipython.enable()
+        if why is not None:
+            sys.stderr.write(f"airlock: {why}\n")
+        else:
+            from IPython.display import display
+
+            display._airlock_display = True  # saved.py and _user_namespace() know it as ours
+            ctx._display = display
 
 
 def preload(modules):

@@ -1,0 +1,233 @@
+"""IPython's dialect, by IPython itself (docs/IPYTHON.md).
+
+In a profile that allows bash, configure() makes one IPython InteractiveShell in the zygote
+(sessions fork with it), and a cell that is not plain Python goes through the shell's own input
+transformer: leading indentation, `!cmd`, `x = !cmd`, `%magic`, `%%cell_magic`, `obj?`, pasted
+prompts. What comes out is Python that calls get_ipython(): the shell's own magics run it, with
+the session's namespace as their user namespace. A plain Python cell never reaches IPython (the
+compiler takes it first, and nothing IPython adds is valid Python), so it runs exactly as it did
+before the dialect, at the same cost.
+
+What airlock changes in the shell, and why:
+  - system() and getoutput() (`!cmd`, `x = !cmd`, %sx) run bash in the cell's directory and
+    environment, output going to the cell's stdout and stderr like any output (IPython's
+    pexpect needs a terminal the sandbox does not have);
+  - the display publisher appends to the running cell's outputs (display(), IPython.display,
+    update_display with display_id, a plotly figure's show());
+  - %matplotlib is accepted and changes nothing (figures come back as PNG as they always do),
+    %pip is airlock's (the session's site directory), a UsageError reads like IPython's;
+  - no history database and no files of IPython's own (HistoryManager off, IPYTHONDIR under /tmp).
+
+In a profile without bash, IPython is never loaded: a cell that uses the dialect is refused with a
+message that says the profile allows Python only (refusal())."""
+
+import os
+import re
+import sys
+
+from . import context as ctx
+from .context import _flush_streams
+
+_shell = None  # the InteractiveShell, in profiles that allow bash; None elsewhere
+
+# What the dialect looks like at the start of a line, for the refusal in profiles without it
+# (only asked of a cell the compiler refused): a shell escape or magic, x = !cmd or %magic, and
+# help (obj?, ?obj).
+_DIALECT_LINE = re.compile(r"[ \t]*(?:!|%|\?|[\w.]+[ \t]*=[ \t]*[!%]|[\w.\[\]()]+\?\??[ \t]*$)")
+
+# The shell's own names in the user namespace: machinery, never saved with a session's state.
+UNSAVED = frozenset({"get_ipython", "exit", "quit", "In", "Out", "_ih", "_oh", "_dh", "_i", "_ii",
+                     "_iii", "_exit_code"})
+_INPUT_NAME = re.compile(r"_i\d+\Z")
+
+
+def enable():
+    """Makes the shell (in the zygote, once). Returns an error message, or None."""
+    global _shell
+    if _shell is not None:
+        return None
+    os.environ.setdefault("IPYTHONDIR", "/tmp/.ipython")
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+    except ImportError as e:
+        return f"IPython is not installed ({e}): cells run as plain Python"
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.InteractiveShell.colors = "NoColor"
+    config.InteractiveShell.xmode = "Plain"
+    config.InteractiveShell.autocall = 0
+    main = sys.modules.get("__main__")
+    shell = InteractiveShell.instance(config=config, user_module=main,
+                                      user_ns=getattr(main, "__dict__", None))
+    shell.system = _system
+    shell.system_piped = _system
+    shell.system_raw = _system
+    shell.getoutput = _getoutput
+    shell.display_pub = _publisher(shell)
+    shell.enable_matplotlib = _enable_matplotlib
+    shell.register_magic_function(_pip_magic, "line", "pip")
+    shell.register_magic_function(_matplotlib_magic, "line", "matplotlib")
+    _register_figure_formatter(shell)
+    _shell = shell
+    return None
+
+
+def enabled():
+    return _shell is not None
+
+
+def transform(code):
+    """The cell as Python: IPython's input transformer applied."""
+    return _shell.transform_cell(code)
+
+
+def refusal(code):
+    """For a profile without the dialect: a message when the cell (which the compiler refused)
+    uses IPython's syntax, else None (the compiler's error stands)."""
+    for line in code.splitlines():
+        if _DIALECT_LINE.match(line) and not line.lstrip().startswith("%pip"):
+            return (f"profile '{ctx._profile}' allows Python only: shell escapes (!cmd), IPython "
+                    f"magics (%name, %%name) and help (obj?) need a profile that allows bash, "
+                    f"such as 'default'")
+    return None
+
+
+def begin_cell(main, ns, n):
+    """Points the shell at the session's namespace (the warm-up cells run in another one) and
+    its execution count, before a cell runs."""
+    shell = _shell
+    if shell is None:
+        return
+    if shell.user_ns is not ns:
+        shell.user_module = main
+        shell.user_ns = ns
+        shell.init_user_ns()
+    ns.setdefault("get_ipython", shell.get_ipython)
+    # IPython's exit and quit would only end an interactive loop: the builtins' SystemExit stays.
+    for name in ("exit", "quit"):
+        if ns.get(name) is shell.exiter:
+            del ns[name]
+    shell.user_ns_hidden["display"] = ns.get("display")
+    shell.execution_count = n
+
+
+def end_cell(ns, n, source, has_value, value):
+    """IPython's input and output history: In[n] and _iN, _i/_ii/_iii, Out[n], _N, _/__/___."""
+    shell = _shell
+    if shell is None:
+        return
+    hm = shell.history_manager
+    inputs = hm.input_hist_parsed
+    while len(inputs) <= n:
+        inputs.append("")
+    inputs[n] = source
+    hm.input_hist_raw[:] = inputs
+    ns["_iii"], ns["_ii"], ns["_i"] = ns.get("_ii", ""), ns.get("_i", ""), source
+    ns[f"_i{n}"] = source
+    if has_value and value is not None:
+        hm.output_hist[n] = value
+        ns[f"_{n}"] = value
+        ns["___"], ns["__"] = ns.get("__", ""), ns.get("_", "")
+
+
+def is_unsaved(name):
+    """Whether name is the shell's (only where the profile has the dialect: elsewhere _i is as
+    much the user's as any name)."""
+    return _shell is not None and (name in UNSAVED or _INPUT_NAME.match(name) is not None)
+
+
+def format_value(value):
+    """IPython's representations of a value: {mime: data}, text/plain as IPython prints it."""
+    data, _metadata = _shell.display_formatter.format(value)
+    return data
+
+
+def usage_error(e):
+    """A UsageError (an unknown magic, bad magic arguments) as IPython shows it: its message,
+    no traceback. None for any other exception."""
+    if _shell is None:
+        return None
+    from IPython.core.error import UsageError
+
+    if not isinstance(e, UsageError):
+        return None
+    return {"name": "UsageError", "value": str(e), "traceback": f"UsageError: {e}\n"}
+
+
+# --- the shell's parts airlock replaces
+
+def _bash_argv(cmd):
+    return ["/bin/bash", "-c", cmd]
+
+
+def _system(cmd):
+    """`!cmd`: bash in the cell's directory and environment, its output on the cell's own
+    stdout and stderr as it comes. The exit status goes to _exit_code, as in IPython."""
+    import subprocess
+
+    cmd = _shell.var_expand(cmd, depth=1)
+    _flush_streams()
+    _shell.user_ns["_exit_code"] = subprocess.call(_bash_argv(cmd))
+
+
+def _getoutput(cmd, split=True, depth=0):
+    """`x = !cmd`: bash's stdout as an SList of lines (stderr goes to the cell's stderr)."""
+    import subprocess
+
+    from IPython.utils.text import LSString, SList
+
+    cmd = _shell.var_expand(cmd, depth=depth + 1)
+    _flush_streams()
+    done = subprocess.run(_bash_argv(cmd), stdout=subprocess.PIPE, check=False)
+    _shell.user_ns["_exit_code"] = done.returncode
+    out = done.stdout.decode("utf-8", "replace")
+    return SList(out.splitlines()) if split else LSString(out)
+
+
+def _publisher(shell):
+    from IPython.core.displaypub import DisplayPublisher
+
+    from .rich import publish
+
+    class Publisher(DisplayPublisher):
+        """display() and friends: each call is an output of the running cell."""
+
+        def publish(self, data, metadata=None, source=None, *, transient=None, update=False,
+                    **kwargs):
+            display_id = (transient or {}).get("display_id")
+            publish(data, display_id if isinstance(display_id, str) else None, bool(update))
+
+        def clear_output(self, wait=False):
+            pass
+
+    return Publisher(shell=shell, parent=shell)
+
+
+def _enable_matplotlib(gui=None):
+    from .rich import _patch_pyplot
+
+    _patch_pyplot()
+    return "agg", "module://matplotlib_inline.backend_inline"
+
+
+def _matplotlib_magic(line=""):
+    """%matplotlib: accepted whatever the backend asked; figures come back as PNG outputs."""
+    from .rich import _patch_pyplot
+
+    _patch_pyplot()
+
+
+def _pip_magic(line=""):
+    """%pip: pip with the session's environment, installs importable at once (pip.py)."""
+    from .pip import _pip_magic as run
+
+    run(line)
+
+
+def _register_figure_formatter(shell):
+    """A matplotlib Figure, displayed or the last value, is a PNG (as the inline backend does)."""
+    from .rich import _figure_png_for_formatter
+
+    png = shell.display_formatter.formatters["image/png"]
+    png.for_type_by_name("matplotlib.figure", "Figure", _figure_png_for_formatter)
