@@ -97,8 +97,8 @@ def run_cell(code, stdin=None, env=None, cwd=None):
             if stdin is not None or env or cwd is not None:
                 _call_enter(saved, stdin, env, cwd)
             ipython.begin_cell(sys.modules["__main__"], ns, n)
-            has_value, value, source = _execute(code, n, ns)
-            ipython.end_cell(ns, n, source, has_value, value)
+            has_value, value = _execute(code, n, ns)
+            ipython.end_cell(ns, n, has_value, value)
             if has_value and value is not None:
                 ns["_"] = value
                 reply["result"], rich = _represent(value)
@@ -221,9 +221,8 @@ def _parse(ast, code, filename):
 
 
 def _execute(code, n, ns):
-    """Parse, check and run one cell. Returns (has_value, value, the Python source that ran).
-    Raises _Refused for a refused or unparsable cell (nothing ran), otherwise whatever the user
-    code raised."""
+    """Parse, check and run one cell. Returns (has_value, value). Raises _Refused for a refused
+    or unparsable cell (nothing ran), otherwise whatever the user code raised."""
     import ast
     import linecache
 
@@ -234,6 +233,7 @@ def _execute(code, n, ns):
     tree, source = _parse(ast, code, filename)
     if source is not code:
         lines = _source_lines(source)
+    ipython.store_input(ns, n, source)
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     if ctx._allowed is not None:
         _import_check(ast, tree)
@@ -257,12 +257,12 @@ def _execute(code, n, ns):
         raise _compile_refusal(_as_written(e, code, source)) from None
 
     if is_async:
-        return (*_run_async(code_async, last is not None, ns), source)
+        return _run_async(code_async, last is not None, ns)
     if head is not None:
         exec(head, ns)
     if tail is None:
-        return False, None, source
-    return True, eval(tail, ns), source
+        return False, None
+    return True, eval(tail, ns)
 
 
 def _remember_source(linecache, filename, code, lines):

@@ -37,7 +37,7 @@ _DIALECT_LINE = re.compile(r"[ \t]*(?:!|%|\?|[\w.]+[ \t]*=[ \t]*[!%]|[\w.\[\]()]
 
 # The shell's own names in the user namespace: machinery, never saved with a session's state.
 UNSAVED = frozenset({"get_ipython", "exit", "quit", "In", "Out", "_ih", "_oh", "_dh", "_i", "_ii",
-                     "_iii", "_exit_code"})
+                     "_iii", "_i00", "_exit_code"})
 _INPUT_NAME = re.compile(r"_i\d+\Z")
 
 
@@ -112,23 +112,28 @@ def begin_cell(main, ns, n):
     shell.execution_count = n
 
 
-def end_cell(ns, n, source, has_value, value):
-    """IPython's input and output history: In[n] and _iN, _i/_ii/_iii, Out[n], _N, _/__/___."""
+def store_input(ns, n, source):
+    """IPython's input history, before the cell runs: In[n] and _iN the cell as Python, _i00
+    the same, _i/_ii/_iii the three before it."""
     shell = _shell
     if shell is None:
         return
     hm = shell.history_manager
-    inputs = hm.input_hist_parsed
-    while len(inputs) <= n:
-        inputs.append("")
-    inputs[n] = source
-    hm.input_hist_raw[:] = inputs
-    ns["_iii"], ns["_ii"], ns["_i"] = ns.get("_ii", ""), ns.get("_i", ""), source
-    ns[f"_i{n}"] = source
-    if has_value and value is not None:
-        hm.output_hist[n] = value
-        ns[f"_{n}"] = value
-        ns["___"], ns["__"] = ns.get("__", ""), ns.get("_", "")
+    for inputs in (hm.input_hist_parsed, hm.input_hist_raw):
+        while len(inputs) <= n:
+            inputs.append("")
+        inputs[n] = source
+    ns["_iii"], ns["_ii"], ns["_i"] = ns.get("_ii", ""), ns.get("_i", ""), ns.get("_i00", "")
+    ns["_i00"] = ns[f"_i{n}"] = source
+
+
+def end_cell(ns, n, has_value, value):
+    """IPython's output history, after the cell: Out[n], _N and _/__/___."""
+    if _shell is None or not has_value or value is None:
+        return
+    _shell.history_manager.output_hist[n] = value
+    ns[f"_{n}"] = value
+    ns["___"], ns["__"] = ns.get("__", ""), ns.get("_", "")
 
 
 def is_unsaved(name):
@@ -137,8 +142,18 @@ def is_unsaved(name):
     return _shell is not None and (name in UNSAVED or _INPUT_NAME.match(name) is not None)
 
 
+# Values whose text/plain IPython prints as repr() and that have no other representation: the
+# hot path (a cell answering `1`) skips the ten formatters for them.
+_PLAIN_TYPES = frozenset({int, float, str, bool, bytes, complex})
+
+
 def format_value(value):
     """IPython's representations of a value: {mime: data}, text/plain as IPython prints it."""
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        plain = _shell.display_formatter.formatters["text/plain"]
+        if kind not in plain.type_printers and not (kind is float and plain.float_precision):
+            return {"text/plain": repr(value)}
     data, _metadata = _shell.display_formatter.format(value)
     return data
 
