@@ -28,6 +28,7 @@ struct exec_stream {
         pthread_cond_t cond;      /* any change below */
         struct reply_queue q;     /* the events, the connection (q.conn: NULL once gone) */
         size_t n_output;          /* output events so far */
+        size_t n_shown;           /* the result's outputs already sent by format->display */
         bool done;                /* the worker queued its last event */
         bool closed;              /* the client is gone: output is dropped */
         int rc;                   /* the worker's result, valid when done */
@@ -185,6 +186,26 @@ static void stream_on_output(void *userdata, int stream, const char *data, size_
         pthread_mutex_unlock(&st->lock);
 }
 
+static void stream_on_display(void *userdata, const json_t *output, size_t index)
+{
+        struct exec_stream *st = userdata;
+
+        pthread_mutex_lock(&st->lock);
+        while (st->q.queued > STREAM_QUEUE_MAX && !st->closed)
+                pthread_cond_wait(&st->cond, &st->lock);
+        if (!st->closed) {
+                st->format->display(st, output);
+                if (index + 1 > st->n_shown)
+                        st->n_shown = index + 1;
+        }
+        pthread_mutex_unlock(&st->lock);
+}
+
+size_t exec_stream_outputs_shown(const struct exec_stream *st)
+{
+        return st->n_shown;
+}
+
 static void *stream_worker(void *userdata)
 {
         struct exec_stream *st = userdata;
@@ -315,6 +336,8 @@ int exec_stream_start(struct api_request *req, const struct exec_stream_spec *sp
         st->data = spec->data;
         st->data_free = spec->data_free;
         st->sink.on_output = stream_on_output;
+        if (st->format->display)
+                st->sink.on_display = stream_on_display;
         st->sink.userdata = st;
         st->req = spec->req;
         st->req.sink = &st->sink;

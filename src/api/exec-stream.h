@@ -20,6 +20,10 @@ struct exec_stream_format {
         /* Text of stream 1 (stdout) or 2 (stderr): queue its event(s). Called on the worker
          * thread with the stream's lock held. */
         void (*output)(struct exec_stream *st, int stream, const char *text);
+        /* Optional: a display the cell made, as it is made (exec_sink's on_display: output is
+         * borrowed); end() then sends only the outputs from exec_stream_outputs_shown() on.
+         * Called with the lock held. */
+        void (*display)(struct exec_stream *st, const json_t *output);
         /* The cell ended: r >= 0 with its execution object (borrowed), else the failure (-errno
          * with err). Queue the last events. Called with the lock held. */
         void (*end)(struct exec_stream *st, int r, json_t *result, const struct airlock_error *err);
@@ -52,3 +56,5 @@ void exec_stream_push_line_locked(struct exec_stream *st, json_t *event);
 void *exec_stream_data(struct exec_stream *st);
 const char *exec_stream_session_id(const struct exec_stream *st);
 struct api_server *exec_stream_server(struct exec_stream *st);
+/* How many of the result's outputs (a prefix) display() already sent. */
+size_t exec_stream_outputs_shown(const struct exec_stream *st);

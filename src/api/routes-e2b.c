@@ -986,7 +986,7 @@ static void interp_end(struct exec_stream *st, int r, json_t *result,
                 exec_stream_push_line_locked(st, json_pack("{s:s}", "type", "end_of_execution"));
                 return;
         }
-        events = e2b_execution_events(result);
+        events = e2b_execution_events(result, exec_stream_outputs_shown(st));
         json_array_foreach (events, i, ev)
                 exec_stream_push_line_locked(st, json_incref(ev));
         json_decref(events);
@@ -1014,9 +1014,22 @@ static int interp_failure(struct api_request *req, int r, const struct airlock_e
                          "%s", cell_failure_text(r, err));
 }
 
+/* A display as the cell makes it: a "result" event, which the SDK hands to onResult at once
+ * (an update_display is a result of its own: E2B's events have no update). */
+static void interp_display(struct exec_stream *st, const json_t *output)
+{
+        json_t *ev = e2b_result_event(json_object_get(output, "data"), false);
+
+        interp_flush_locked(st, 1);
+        interp_flush_locked(st, 2);
+        if (ev)
+                exec_stream_push_line_locked(st, ev);
+}
+
 static const struct exec_stream_format interp_format = {
         .content_type = "application/x-ndjson",
         .output = interp_output,
+        .display = interp_display,
         .end = interp_end,
         .reply_failure = interp_failure,
 };

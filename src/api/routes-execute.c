@@ -190,8 +190,8 @@ static int reply_exec_failure(struct api_request *req, int r, const struct airlo
         return api_reply_error(req, f.status, f.field, "%s", f.msg);
 }
 
-/* airlock's ndjson events: stdout and stderr as they come, then the outputs, the error and
- * "end" carrying the execution object (or the failure). */
+/* airlock's ndjson events: stdout and stderr and displays as they come, then the outputs not
+ * sent yet, the error and "end" carrying the execution object (or the failure). */
 static void ndjson_output(struct exec_stream *st, int stream, const char *text)
 {
         exec_stream_push_line_locked(
@@ -226,14 +226,23 @@ static void ndjson_end(struct exec_stream *st, int r, json_t *result,
                 return;
         }
         json_array_foreach (json_object_get(result, "outputs"), i, item)
-                push_typed(st, item, "output");
+                if (i >= exec_stream_outputs_shown(st))
+                        push_typed(st, item, "output");
         push_typed(st, json_object_get(result, "error"), "error");
         exec_stream_push_line_locked(st, json_pack("{s:s, s:O}", "type", "end", "result", result));
+}
+
+/* A display as the cell makes it: an "output" event in order with stdout and stderr (with
+ * "update": true when it replaces the data of an earlier one of the same display_id). */
+static void ndjson_display(struct exec_stream *st, const json_t *output)
+{
+        push_typed(st, output, "output");
 }
 
 static const struct exec_stream_format ndjson_format = {
         .content_type = "application/x-ndjson",
         .output = ndjson_output,
+        .display = ndjson_display,
         .end = ndjson_end,
         .reply_failure = reply_exec_failure,
 };

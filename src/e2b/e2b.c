@@ -139,7 +139,7 @@ static int append(json_t *events, json_t *ev)
         return ev ? json_array_append_new(events, ev) : -ENOMEM;
 }
 
-json_t *e2b_execution_events(const json_t *result)
+json_t *e2b_execution_events(const json_t *result, size_t shown)
 {
         json_t *events = json_array(), *item, *error, *count;
         const json_t *value = json_object_get(result, "result");
@@ -156,6 +156,8 @@ json_t *e2b_execution_events(const json_t *result)
                 if (!json_is_object(data))
                         continue;
                 main_sent |= is_main;
+                if (i < shown)
+                        continue; /* sent as it was made */
                 r |= append(events, e2b_result_event(data, is_main));
         }
         /* A plain value (a number, a string) has no rich output: its repr is the main result,

@@ -46,7 +46,9 @@ const char *e2b_template_profile(const char *template_id);
  * type), the last expression's value as the main result when no output carries it, the
  * "error" {name, value, traceback}, "number_of_executions" and "end_of_execution". A new
  * array, NULL when out of memory. */
-json_t *e2b_execution_events(const json_t *result);
+json_t *e2b_execution_events(const json_t *result, size_t shown);
+/* (shown: how many of the result's outputs were sent already, as the cell made them: their
+ * "result" events are left out.) */
 
 /* One "result" event from an output's data (MIME type -> value). New reference. */
 json_t *e2b_result_event(const json_t *data, bool is_main);

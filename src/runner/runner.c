@@ -190,6 +190,65 @@ static PyMethodDef channel_def = {
         "Sends one Code Mode request to airlock and returns its reply."
 };
 
+/* _display(output_json: str) -> bool: sends one display of the running cell to the daemon as it
+ * is made (a "display" frame, answered by nothing), so a streaming client gets it in order with
+ * the cell's stdout; the result still carries every output. Not sent (False) from another
+ * process, between cells, or past the profile's output limit, which a frame of the daemon's
+ * budget must never pass: the result's own cut reports what is dropped. */
+/* Sends the frame and waits for the daemon's acknowledgement: until then nothing more of the
+ * cell's output is written, so the daemon shows the display in its place among it. */
+static int display_send(json_t *frame)
+{
+        int r = -ESRCH;
+
+        (void) pthread_mutex_lock(&channel_lock);
+        if (atomic_load(&cell_running) &&
+            json_object_set_new(frame, "id", json_string(cell_id)) == 0)
+                r = wire_send(CTL_FD, frame);
+        while (r == 0) {
+                json_t *m = NULL;
+                bool ack;
+
+                r = wire_recv(CTL_FD, WIRE_FRAME_MAX, &m);
+                if (r < 0)
+                        break;
+                ack = strcmp(json_string_value(json_object_get(m, "op")) ?: "", "display_ack") == 0;
+                json_decref(m); /* else the late reply of a tool call that gave up */
+                if (ack)
+                        break;
+        }
+        (void) pthread_mutex_unlock(&channel_lock);
+        return r;
+}
+
+static PyObject *display_frame(PyObject *self, PyObject *arg)
+{
+        _cleanup_json_ json_t *frame = NULL;
+        PyThreadState *ts;
+        const char *text;
+        Py_ssize_t len;
+        int r;
+
+        (void) self;
+        text = PyUnicode_AsUTF8AndSize(arg, &len);
+        if (!text)
+                return NULL;
+        if ((size_t) len > output_max || getpid() != cell_pid || !atomic_load(&cell_running))
+                Py_RETURN_FALSE;
+        frame = json_loadb(text, (size_t) len, 0, NULL);
+        if (!json_is_object(frame) || json_object_set_new(frame, "op", json_string("display")) < 0)
+                Py_RETURN_FALSE;
+        ts = PyEval_SaveThread();
+        r = display_send(frame);
+        PyEval_RestoreThread(ts);
+        return PyBool_FromLong(r >= 0);
+}
+
+static PyMethodDef display_def = {
+        "_display", display_frame, METH_O,
+        "Sends one display of the running cell to airlock as it is made."
+};
+
 static int send_fatal(const char *what, const char *detail)
 {
         char msg[1024];
@@ -403,7 +462,9 @@ static int python_start(void)
                 return -EINVAL;
         {
                 _cleanup_pydecref_ PyObject *fn = PyCFunction_New(&channel_def, NULL);
-                if (!fn || PyObject_SetAttrString(cell_module, "_channel", fn) < 0)
+                _cleanup_pydecref_ PyObject *disp = PyCFunction_New(&display_def, NULL);
+                if (!fn || PyObject_SetAttrString(cell_module, "_channel", fn) < 0 || !disp ||
+                    PyObject_SetAttrString(cell_module, "_display", disp) < 0)
                         return -EINVAL;
         }
         return 0;

@@ -47,6 +47,7 @@ enum drive_outcome {
         DRIVE_OUTPUT_LIMIT, /* stdout + stderr passed the cap */
         DRIVE_PROTOCOL,     /* the runner sent something that is not a valid frame */
         DRIVE_TOOL,         /* the running cell's code asks for a tool (Code Mode) */
+        DRIVE_DISPLAY,      /* the running cell made a display (streamed as it is made) */
 };
 
 struct capture {
@@ -167,8 +168,20 @@ static bool is_tool_frame(const struct sandbox *sb, json_t *frame)
                (strcmp(op, "tool_call") == 0 || strcmp(op, "tool_list") == 0);
 }
 
+/* Whether frame is a display the running cell made (the runner's _display): it carries the
+ * exec's id. User code could send one too, and only gets what it displays. */
+static bool is_display_frame(const struct sandbox *sb, json_t *frame)
+{
+        const char *id = json_string_value(json_object_get(frame, "id"));
+        const char *op = json_string_value(json_object_get(frame, "op"));
+
+        return sb->in_exec && sb->want_id[0] && id && strcmp(id, sb->want_id) == 0 && op &&
+               strcmp(op, "display") == 0;
+}
+
 /* Reads from the control socket into the frame buffer; returns 1 when a whole frame that
- * answers the request is ready in *ret_frame, 3 for a Code Mode request (in *ret_frame), 2 when a
+ * answers the request is ready in *ret_frame, 3 for a Code Mode request and 4 for a display (in
+ * *ret_frame), 2 when a
  * whole frame answering nothing was dropped (user code owns fd 3 and may write frames of its own at
  * any time: between cells, from a process or thread that outlived its cell), 0 when more bytes are
  * needed, -EPIPE at EOF, -EBADMSG/-E2BIG on a bad frame (the stream is out of step: nothing after
@@ -204,10 +217,10 @@ static int frame_read(struct sandbox *sb, json_t **ret_frame)
                                         json_decref(o);
                                         return -EBADMSG;
                                 }
-                                if (is_tool_frame(sb, o)) {
+                                if (is_tool_frame(sb, o) || is_display_frame(sb, o)) {
                                         sb->last_frame_len = sb->rwant;
                                         *ret_frame = o;
-                                        return 3;
+                                        return is_tool_frame(sb, o) ? 3 : 4;
                                 }
                                 if (!answers_request(sb, o)) {
                                         json_decref(o);
@@ -284,6 +297,8 @@ static enum drive_outcome drive(struct sandbox *sb, uint64_t deadline_ns, struct
                                 return DRIVE_FRAME;
                         if (r == 3)
                                 return DRIVE_TOOL;
+                        if (r == 4)
+                                return DRIVE_DISPLAY;
                         if (r == 2)
                                 continue; /* and back to poll(), which sees the deadline */
                         if (r == -EPIPE)
@@ -768,31 +783,39 @@ static json_t *validated_files(json_t *frame)
         return out;
 }
 
-/* Rich outputs, rebuilt from entries that are {data: {mime: string...}, main: bool} and, for a
- * display given an id (IPython's display_id), display_id: a string of 1 to 255 bytes. */
+/* A rich output, rebuilt from an entry that is {data: {mime: string...}, main: bool} and, for a
+ * display given an id (IPython's display_id), display_id: a string of 1 to 255 bytes. NULL
+ * for an entry of another shape. */
+static json_t *validated_output(const json_t *e)
+{
+        json_t *data = json_object_get(e, "data"), *clean, *v, *id;
+        const char *mime;
+        bool ok = json_is_object(data) && json_object_size(data) > 0;
+
+        json_object_foreach (data, mime, v)
+                ok &= json_is_string(v) && strlen(mime) > 0 && strlen(mime) <= 255;
+        if (!ok)
+                return NULL;
+        clean = json_pack("{s:o, s:b}", "data", json_deep_copy(data), "main",
+                          json_is_true(json_object_get(e, "main")));
+        id = json_object_get(e, "display_id");
+        if (clean && json_is_string(id) && json_string_length(id) > 0 &&
+            json_string_length(id) <= 255)
+                (void) json_object_set(clean, "display_id", id);
+        return clean;
+}
+
 static json_t *validated_outputs(json_t *frame)
 {
-        json_t *outputs = json_object_get(frame, "outputs"), *out = json_array(), *e;
+        json_t *outputs = json_object_get(frame, "outputs"), *out = json_array(), *e, *clean;
         size_t i;
 
         json_array_foreach (outputs, i, e) {
-                json_t *data = json_object_get(e, "data"), *clean, *v, *id;
-                const char *mime;
-                bool ok = json_is_object(data) && json_object_size(data) > 0;
-
                 if (json_array_size(out) >= RESULT_ENTRIES_MAX)
                         break;
-                json_object_foreach (data, mime, v)
-                        ok &= json_is_string(v) && strlen(mime) > 0 && strlen(mime) <= 255;
-                if (!ok)
-                        continue;
-                clean = json_pack("{s:o, s:b}", "data", json_deep_copy(data), "main",
-                                  json_is_true(json_object_get(e, "main")));
-                id = json_object_get(e, "display_id");
-                if (clean && json_is_string(id) && json_string_length(id) > 0 &&
-                    json_string_length(id) <= 255)
-                        (void) json_object_set(clean, "display_id", id);
-                json_array_append_new(out, clean);
+                clean = validated_output(e);
+                if (clean)
+                        json_array_append_new(out, clean);
         }
         return out;
 }
@@ -1087,6 +1110,64 @@ static int answer_tool(struct sandbox *sb, const struct exec_request *req, json_
 static int request_simple_frame(struct sandbox *sb, json_t *req, const char *want_op,
                                 uint64_t timeout_ms, json_t **ret_frame, struct airlock_error *err);
 
+/* The displays a cell streamed: how many bytes of frames (they stop at the profile's output
+ * limit, as the result's outputs do) and how many entries. */
+struct display_counts {
+        size_t bytes;
+        unsigned entries;
+};
+
+/* Passes a display on to the sink, validated like the result's outputs. */
+static void forward_display(struct sandbox *sb, const struct exec_sink *sink, json_t *frame,
+                            struct display_counts *dc)
+{
+        json_t *index = json_object_get(frame, "index"), *entry;
+
+        dc->bytes += sb->last_frame_len;
+        if (dc->bytes > sb->profile->limits.output_bytes || ++dc->entries > RESULT_ENTRIES_MAX ||
+            !json_is_integer(index) || json_integer_value(index) < 0 ||
+            json_integer_value(index) >= RESULT_ENTRIES_MAX)
+                return;
+        entry = validated_output(frame);
+        if (!entry)
+                return;
+        if (json_is_true(json_object_get(frame, "update")))
+                (void) json_object_set_new(entry, "update", json_true());
+        sink->on_display(sink->userdata, entry, (size_t) json_integer_value(index));
+        json_decref(entry);
+}
+
+/* A display the running cell made. The runner waits for the acknowledgement, so what the pipes
+ * hold now is exactly the output made before the display: it goes to the sink first, then the
+ * display, then the runner goes on. Returns 0, -E2BIG when the output passed the cap (the
+ * runner is acknowledged all the same), or -errno when the runner did not take the
+ * acknowledgement by deadline_ns (the sandbox has been killed then, as for a tool reply). */
+static int show_display(struct sandbox *sb, struct capture *cap, const struct exec_sink *sink,
+                        json_t *frame, struct display_counts *dc, uint64_t deadline_ns)
+{
+        json_t *ack;
+        int r = 0, sent;
+
+        for (int s = 1; s <= 2; s++)
+                if (pump(sb, cap, sink, s, true) == -E2BIG)
+                        r = -E2BIG;
+        if (r == 0 && !cap->discard && sink && sink->on_display)
+                forward_display(sb, sink, frame, dc);
+        ack = json_pack("{s:s, s:s}", "op", "display_ack", "id", sb->want_id);
+        sent = ack ? ctl_send(sb, ack,
+                              (deadline_ns > now_ns() ? deadline_ns : now_ns()) + 1000000000ull)
+                   : -ENOMEM;
+        json_decref(ack);
+        if (sent < 0) {
+                log_warn("sandbox=%d msg=\"the runner did not take a display's acknowledgement: "
+                         "%s; the sandbox is killed\"",
+                         (int) sandbox_pid(sb), strerror(-sent));
+                kill_internal(sb);
+                return sent;
+        }
+        return r;
+}
+
 /* An execute's cwd as the runner sees it: absolute paths as they are in the namespaces mode
  * (the sandbox is all the runner sees), relative ones below /work. In the process and none
  * modes /work is a host directory and the runner sees the host, so only paths below /work are
@@ -1189,6 +1270,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                  struct airlock_error *err)
 {
         struct tool_counts tc = { 0 };
+        struct display_counts dc = { 0 };
         const struct profile *p = sb->profile;
         uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : p->limits.timeout_ms;
         struct capture cap = { .limit = p->limits.output_bytes };
@@ -1230,6 +1312,23 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         sb->in_exec = true;
         for (;;) {
                 o = drive(sb, deadline, &cap, req->sink, &frame);
+                if (o == DRIVE_DISPLAY) {
+                        r = show_display(sb, &cap, req->sink, frame, &dc, deadline);
+                        json_decref(frame);
+                        frame = NULL;
+                        if (r == -EPIPE || r == -ECONNRESET) {
+                                o = DRIVE_EXITED;
+                                break;
+                        }
+                        if (r < 0 && r != -E2BIG) {
+                                reply_lost = true;
+                                o = DRIVE_PROTOCOL;
+                                break;
+                        }
+                        if (r == 0)
+                                continue;
+                        o = DRIVE_OUTPUT_LIMIT;
+                }
                 if (o == DRIVE_TOOL) {
                         r = answer_tool(sb, req, frame, deadline, &tc);
                         json_decref(frame);

@@ -39,6 +39,11 @@ struct sandbox_options {
  * The data is raw bytes, possibly cut inside a UTF-8 character. */
 struct exec_sink {
         void (*on_output)(void *userdata, int stream, const char *data, size_t len);
+        /* Optional: a display the cell made, as it is made, after the output before it:
+         * output is {data, main, display_id?, update?} (borrowed, validated), index its place
+         * in the result's outputs (an update names the output it replaces). The result carries
+         * every output again; one past the output limit is not streamed. */
+        void (*on_display)(void *userdata, const json_t *output, size_t index);
         void *userdata;
 };
 

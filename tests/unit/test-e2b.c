@@ -156,7 +156,7 @@ Test(e2b, execution_events)
                 " \"error\": {\"name\": \"ZeroDivisionError\", \"value\": \"division by zero\","
                 " \"traceback\": \"Traceback...\"}}",
                 0, NULL);
-        json_t *events = e2b_execution_events(result), *ev;
+        json_t *events = e2b_execution_events(result, 0), *ev;
 
         cr_assert_not_null(events);
         cr_assert_eq(json_array_size(events), 5);

@@ -60,4 +60,7 @@ from .setup import configure, preload, reseed
 __all__ = ["configure", "preload", "reseed", "warmup_begin", "warmup_end", "run_cell",
            "snapshot", "restore", "files_snapshot", "files_changed", "display"]
 
-_channel = None  # set by runner.c: _channel(request_json) -> reply_json (Code Mode)
+# Set by runner.c: _channel(request_json) -> reply_json (Code Mode), _display(output_json) -> bool
+# (a display streamed as it is made, rich.py).
+_channel = None
+_display = None

@@ -69,6 +69,9 @@ def enable():
     shell.register_magic_function(_pip_magic, "line", "pip")
     shell.register_magic_function(_matplotlib_magic, "line", "matplotlib")
     _register_figure_formatter(shell)
+    # The shell's displayhook set _ to "": a session's first cell finds no _, as before.
+    if shell.user_ns.get("_") == "":
+        del shell.user_ns["_"]
     _shell = shell
     return None
 

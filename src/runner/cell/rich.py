@@ -3,6 +3,7 @@
 import sys
 
 from . import context as ctx
+from .context import _flush_streams
 
 
 # IPython's formatter methods, in the order a front end prefers them.
@@ -120,10 +121,36 @@ def display(*objs):
         data = {"text/plain": repr(obj)}
         data.update(_rich_data(obj))
         if outputs is not None:
-            outputs.append({"data": data, "main": False})
+            _add(outputs, {"data": data, "main": False})
 
 
 display._airlock_display = True
+
+
+def _add(outputs, entry):
+    """Appends a display to the cell's outputs and streams it."""
+    outputs.append(entry)
+    _stream(entry, len(outputs) - 1, False)
+
+
+def _stream(entry, index, update):
+    """Sends a display to the daemon as it is made (runner.c's _display), so a streaming client
+    gets it in order with stdout; index is its place among the cell's outputs, which the daemon
+    uses to send only the rest at the end. The result carries every output whatever happens
+    here: a display that is not sent (too large, the cell's subprocess) still arrives then."""
+    send = getattr(sys.modules[__package__], "_display", None)
+    if send is None or ctx._cell_outputs is None:
+        return
+    import json
+
+    frame = dict(entry, index=index)
+    if update:
+        frame["update"] = True
+    _flush_streams()
+    try:
+        send(json.dumps(frame))
+    except (TypeError, ValueError):
+        pass
 
 
 def publish(data, display_id=None, update=False):
@@ -142,14 +169,15 @@ def publish(data, display_id=None, update=False):
     if not clean:
         return
     if update and display_id is not None:
-        for out in outputs:
+        for index, out in enumerate(outputs):
             if out.get("display_id") == display_id:
                 out["data"] = clean
+                _stream(out, index, True)
                 return
     entry = {"data": clean, "main": False}
     if display_id is not None:
         entry["display_id"] = display_id
-    outputs.append(entry)
+    _add(outputs, entry)
 
 
 def _figure_png_for_formatter(fig):
@@ -179,7 +207,7 @@ def _flush_figures(outputs):
             fig = plt.figure(num)
             if id(fig) in rendered:
                 continue
-            outputs.append({"data": {"image/png": _figure_png(fig), "text/plain": repr(fig)},
+            _add(outputs, {"data": {"image/png": _figure_png(fig), "text/plain": repr(fig)},
                             "main": False})
         except Exception as e:
             _note(f"cannot render figure {num}: {type(e).__name__}: {e}")
