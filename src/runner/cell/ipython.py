@@ -29,6 +29,7 @@ from . import context as ctx
 from .context import _flush_streams
 
 _shell = None  # the InteractiveShell, in profiles that allow bash; None elsewhere
+_plain_formatter = None  # its text/plain formatter
 
 # What the dialect looks like at the start of a line, for the refusal in profiles without it
 # (only asked of a cell the compiler refused): a shell escape or magic, x = !cmd or %magic, and
@@ -69,9 +70,13 @@ def enable():
     shell.register_magic_function(_pip_magic, "line", "pip")
     shell.register_magic_function(_matplotlib_magic, "line", "matplotlib")
     _register_figure_formatter(shell)
+    global _plain_formatter
+    _plain_formatter = shell.display_formatter.formatters["text/plain"]
+    _plain_printers.update((kind, _plain_formatter.type_printers.get(kind)) for kind in _PLAIN_TYPES)
     # The shell's displayhook set _ to "": a session's first cell finds no _, as before.
     if shell.user_ns.get("_") == "":
         del shell.user_ns["_"]
+    _drop_exiters(shell, shell.user_ns)
     _shell = shell
     return None
 
@@ -106,13 +111,21 @@ def begin_cell(main, ns, n):
         shell.user_module = main
         shell.user_ns = ns
         shell.init_user_ns()
-    ns.setdefault("get_ipython", shell.get_ipython)
-    # IPython's exit and quit would only end an interactive loop: the builtins' SystemExit stays.
+        _drop_exiters(shell, ns)
+    if "get_ipython" not in ns:
+        ns["get_ipython"] = shell.get_ipython
+    shell.user_ns_hidden["display"] = ns.get("display")
+    # The trait's value without its validation and observers (none of them matter here): set
+    # for every cell, at the cost of a dict store.
+    shell._trait_values["execution_count"] = n
+
+
+def _drop_exiters(shell, ns):
+    """IPython's exit and quit would only end an interactive loop: the builtins' (SystemExit)
+    stay."""
     for name in ("exit", "quit"):
         if ns.get(name) is shell.exiter:
             del ns[name]
-    shell.user_ns_hidden["display"] = ns.get("display")
-    shell.execution_count = n
 
 
 def store_input(ns, n, source):
@@ -134,8 +147,14 @@ def end_cell(ns, n, has_value, value):
     """IPython's output history, after the cell: Out[n], _N and _/__/___."""
     if _shell is None or not has_value or value is None:
         return
-    _shell.history_manager.output_hist[n] = value
+    out = _shell.history_manager.output_hist
+    out[n] = value
     ns[f"_{n}"] = value
+    # As IPython's cache: past cache_size values (1000), the oldest go (and _N with them).
+    while len(out) > _OUT_MAX:
+        old = next(iter(out))
+        del out[old]
+        ns.pop(f"_{old}", None)
     ns["___"], ns["__"] = ns.get("__", ""), ns.get("_", "")
 
 
@@ -148,14 +167,19 @@ def is_unsaved(name):
 # Values whose text/plain IPython prints as repr() and that have no other representation: the
 # hot path (a cell answering `1`) skips the ten formatters for them.
 _PLAIN_TYPES = frozenset({int, float, str, bool, bytes, complex})
+_OUT_MAX = 1000  # IPython's default cache_size
+
+
+_plain_printers = {}  # type -> IPython's own printer of it, which prints repr()
 
 
 def format_value(value):
     """IPython's representations of a value: {mime: data}, text/plain as IPython prints it."""
     kind = type(value)
     if kind in _PLAIN_TYPES:
-        plain = _shell.display_formatter.formatters["text/plain"]
-        if kind not in plain.type_printers and not (kind is float and plain.float_precision):
+        plain = _plain_formatter
+        if plain.type_printers.get(kind) is _plain_printers.get(kind) and \
+                not (kind is float and plain.float_precision):
             return {"text/plain": repr(value)}
     data, _metadata = _shell.display_formatter.format(value)
     return data
