@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -150,10 +151,38 @@ static bool make_room_locked(struct conn_guard *g, const struct entry *newcomer,
         return true;
 }
 
+/* Whether the client closed or reset its end. POLLRDHUP is its FIN, even with unread bytes
+ * before it (poll(2)). */
+static bool client_gone(int fd)
+{
+        struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+        return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* With g->lock held: how many of the newcomer's address's connections being served have lost
+ * their client, counting only until n - gone is below the cap. libmicrohttpd polls no
+ * suspended connection, so it learns of such a hang-up only when it writes the reply; and a
+ * reply can reach the client, which reads it and closes, before libmicrohttpd notifies the
+ * request complete (a client that makes a request, closes and reconnects at once). Counted,
+ * these would refuse the address's next connections, or make room by closing its live ones.
+ * The other phases need no asking: libmicrohttpd sees their hang-ups, and they make room. */
+static unsigned served_gone_locked(struct conn_guard *g, const struct entry *newcomer, unsigned n)
+{
+        unsigned gone = 0;
+
+        for (struct entry *e = g->head; e && n - gone >= g->max_per_client; e = e->next)
+                if (e->phase == PHASE_ACTIVE && !e->closing && same_client(e, newcomer) &&
+                    client_gone(e->fd))
+                        gone++;
+        return gone;
+}
+
 /* With g->lock held: the newcomer's address may hold max_per_client connections. Past that,
  * its own oldest idle or half-sent one makes room (so a flood from an address does not lock
  * out a real client from the same address, such as every client of a loopback listener);
- * when all of them are being served, the newcomer is refused. */
+ * when all of them are being served, the newcomer is refused. The poll(2) for hang-ups runs
+ * only when the cap would be hit, so a new connection below it costs no system call. */
 static void cap_per_client_locked(struct conn_guard *g, struct entry *newcomer)
 {
         unsigned n = 0;
@@ -163,6 +192,8 @@ static void cap_per_client_locked(struct conn_guard *g, struct entry *newcomer)
         for (struct entry *e = g->head; e; e = e->next)
                 if (e != newcomer && !e->closing && same_client(e, newcomer))
                         n++;
+        if (n >= g->max_per_client)
+                n -= served_gone_locked(g, newcomer, n);
         if (n < g->max_per_client || make_room_locked(g, newcomer, true))
                 return;
         close_entry(g, newcomer);

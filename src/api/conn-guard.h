@@ -20,7 +20,11 @@
  * The cap per client address works the same way: an address past it first loses its own
  * oldest idle or half-sent connection, and only when all of its connections are being served
  * is the newcomer refused. A client is never locked out by half-sent connections from its own
- * address (every client of a loopback listener shares 127.0.0.1). */
+ * address (every client of a loopback listener shares 127.0.0.1). Nor by connections it has
+ * closed: one being served whose client has hung up (gave up waiting, or read the whole reply
+ * and closed before libmicrohttpd called the request complete) no longer counts, although
+ * libmicrohttpd, which does not watch a connection while its request is handled, frees it only
+ * once the handler returned and the reply was written. */
 #pragma once
 
 #include <microhttpd.h>

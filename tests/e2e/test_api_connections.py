@@ -282,6 +282,56 @@ def test_the_cap_per_client_address_leaves_room_for_others(tmp_path_factory):
         assert not problems, problems
 
 
+def test_clients_that_hung_up_while_served_leave_the_cap(tmp_path_factory):
+    """--max-connections-per-client 2. Two requests being served (their cells sleep) fill the
+    cap: a third connection from 127.0.0.1 is refused. Then their clients give up and close:
+    the next connection is served, although the two requests still run. libmicrohttpd does
+    not watch a connection while its request is handled, so before, both still counted until
+    their replies were written (and a client that made a request, closed, and connected again
+    at once could find its new connection closed in favour of the one it had closed)."""
+    from airlock_daemon import start_daemon_or_fail
+    d = start_daemon_or_fail(pytest, args=("--pool-size", "0",
+                                           "--max-connections-per-client", "2"))
+    held = []
+    try:
+        sids = [d.create_session() for _ in range(2)]
+        d.http.close()
+        body = b'{"code": "import time; time.sleep(10)", "timeout": 30}'
+        for sid in sids:
+            s = connect(d)
+            s.sendall(f"POST /v1/sessions/{sid}/execute HTTP/1.1\r\nHost: {d.host}\r\n"
+                      f"Authorization: Bearer {d.token}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            held.append(s)
+        deadline = time.monotonic() + 30
+        while not all(session_state(d, sid, source="127.0.0.2") == "busy" for sid in sids):
+            assert time.monotonic() < deadline, "the two cells did not start within 30 s"
+            time.sleep(0.1)
+        third = connect(d)
+        try:
+            third.sendall(request_bytes(d))
+            assert closed_by_peer(third, 3), "the cap of 2 did not hold with two being served"
+        finally:
+            third.close()
+
+        for s in held:
+            s.close()
+        held = []
+        # Still running: the hang-ups reach no one until the replies are written.
+        assert all(session_state(d, sid, source="127.0.0.2") == "busy" for sid in sids)
+        for _ in range(3):
+            try:
+                answered = healthz_answers(d)
+            except OSError:
+                answered = False
+            assert answered, "connections closed by their client still used up the cap"
+    finally:
+        for s in held:
+            s.close()
+        rc, problems = d.stop()
+        assert not problems, problems
+
+
 @pytest.mark.parametrize("value, what", [
     (b"Bearer {token}\x00junk", "NUL byte"),
     (b"Bearer {token}\x00", "NUL byte"),
