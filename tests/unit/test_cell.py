@@ -584,9 +584,12 @@ def test_figure_as_last_value_is_not_duplicated(cell, pyplot):
 
 def test_plt_show_patched_when_pyplot_is_first_imported_in_the_cell(cell, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    pytest.importorskip("matplotlib")
+    matplotlib = pytest.importorskip("matplotlib")
     for name in [m for m in sys.modules if m == "matplotlib.pyplot"]:
         monkeypatch.delitem(sys.modules, name)
+        # The package's attribute too: `import matplotlib.pyplot as plt` reads it, and later
+        # tests must find the module sys.modules has again.
+        monkeypatch.setattr(matplotlib, "pyplot", matplotlib.pyplot)
     reply = ok(cell, "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.show()\n"
                      "plt.plot([2])\nplt.show()\nlen(plt.get_fignums())")
     assert reply["result"] == "0"

@@ -272,4 +272,8 @@ def _register_figure_formatter(shell):
     from .rich import _figure_png_for_formatter
 
     png = shell.display_formatter.formatters["image/png"]
-    png.for_type_by_name("matplotlib.figure", "Figure", _figure_png_for_formatter)
+    figure = sys.modules.get("matplotlib.figure")
+    if figure is not None:  # already imported: replace what is registered for the type
+        png.for_type(figure.Figure, _figure_png_for_formatter)
+    else:
+        png.for_type_by_name("matplotlib.figure", "Figure", _figure_png_for_formatter)

@@ -228,16 +228,21 @@ def _show(*args, **kwargs):
 def _patch_imageshow(module):
     """PIL's Image.show() displays the image as an output of the running cell (a viewer put
     before the ones that would start a program), never a window."""
+    module._airlock_show = _show_image  # this package's, also when an earlier one registered
     if getattr(module, "_airlock_viewer", False):
         return
 
     class Viewer(module.Viewer):
         def show(self, image, **options):
-            (ctx._display or display)(image)
+            module._airlock_show(image)
             return 1
 
     module.register(Viewer, 0)
     module._airlock_viewer = True
+
+
+def _show_image(image):
+    (ctx._display or display)(image)
 
 
 def _patch_plotly(pio):
