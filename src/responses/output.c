@@ -3,12 +3,41 @@
 #include "responses-internal.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #define _cleanup_json_ _cleanup_(json_decrefp)
+
+static void log_part(FILE *f, const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+
+        if (n == 0)
+                return;
+        fputs(s, f);
+        if (s[n - 1] != '\n')
+                fputc('\n', f);
+}
+
+/* The text of the cell's displays (HTML, Markdown, a DataFrame's table...), after its stdout:
+ * images go out as image outputs, and the cell's value (main) comes last as "result". */
+static void log_displays(FILE *f, const json_t *outputs)
+{
+        const json_t *out;
+        size_t i;
+
+        json_array_foreach (outputs, i, out) {
+                const json_t *data = json_object_get(out, "data");
+
+                if (json_is_true(json_object_get(out, "main")) ||
+                    json_object_get(data, "image/png") || json_object_get(data, "image/jpeg"))
+                        continue;
+                log_part(f, json_output_text(data));
+        }
+}
 
 char *responses_exec_logs(json_t *exec)
 {
@@ -22,13 +51,10 @@ char *responses_exec_logs(json_t *exec)
                 return NULL;
         for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
                 const char *s = json_string_value(json_object_get(exec, parts[i]));
-                size_t n = s ? strlen(s) : 0;
 
-                if (n == 0)
-                        continue;
-                fputs(s, f);
-                if (s[n - 1] != '\n')
-                        fputc('\n', f);
+                log_part(f, s);
+                if (i == 0)
+                        log_displays(f, json_object_get(exec, "outputs"));
         }
         if (json_is_object(error)) {
                 const char *tb = json_string_value(json_object_get(error, "traceback"));

@@ -4,6 +4,7 @@
 #include "tools-internal.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -40,25 +41,6 @@ static void format_size(uint64_t n, char *buf, size_t size)
                 (void) snprintf(buf, size, "%.1f MiB", (double) n / (1024 * 1024));
 }
 
-/* The text of a display for a model to read: its text/plain, unless that is only an object's
- * default repr ("<IPython.core.display.HTML object>"), then the first text format it has. */
-static const char *output_text(const json_t *data)
-{
-        static const char *const texts[] = { "text/markdown", "text/html", "text/latex",
-                                             "application/json" };
-        const char *plain = json_string_value(json_object_get(data, "text/plain"));
-        size_t n = plain ? strlen(plain) : 0;
-
-        if (plain && !(n > 9 && plain[0] == '<' && strcmp(plain + n - 8, " object>") == 0))
-                return plain;
-        for (size_t k = 0; k < ELEMENTSOF(texts); k++) {
-                const char *t = json_string_value(json_object_get(data, texts[k]));
-                if (t)
-                        return t;
-        }
-        return plain;
-}
-
 static int add_outputs(json_t *exec, struct tool_result *res)
 {
         static const char *const image_types[] = { "image/png", "image/jpeg" };
@@ -89,7 +71,7 @@ static int add_outputs(json_t *exec, struct tool_result *res)
                         break;
                 }
                 /* The main output is the cell's value, already shown as "result". */
-                plain = output_text(data);
+                plain = json_output_text(data);
                 if (!image && plain && !json_is_true(json_object_get(out, "main"))) {
                         r = append_value(res, "output", plain);
                         if (r < 0)

@@ -353,6 +353,27 @@ Test(output, logs_and_usage)
         json_decref(none);
 }
 
+Test(output, logs_carry_the_text_of_displays_in_order)
+{
+        /* An HTML display reads as its HTML (its text/plain is a default repr), a DataFrame as
+         * its text table; an image and the cell's own value (main) are not logs. */
+        json_t *exec = parse_json(
+                "{\"stdout\": \"printed\\n\", \"stderr\": \"\", \"result\": \"7\", \"outputs\": ["
+                "{\"data\": {\"text/plain\": \"<IPython.core.display.HTML object>\","
+                " \"text/html\": \"<b>hi</b>\"}, \"main\": false},"
+                "{\"data\": {\"text/plain\": \"   a\\n0  1\", \"text/html\": \"<table/>\"},"
+                " \"main\": false},"
+                "{\"data\": {\"image/png\": \"iVBO\", \"text/plain\": \"<Figure>\"}, \"main\": "
+                "false},"
+                "{\"data\": {\"text/plain\": \"7\", \"text/html\": \"<i>7</i>\"}, \"main\": "
+                "true}]}");
+        char *logs = responses_exec_logs(exec);
+
+        cr_assert_str_eq(logs, "printed\n<b>hi</b>\n   a\n0  1\n7\n");
+        free(logs);
+        json_decref(exec);
+}
+
 /* ---- the store ---------------------------------------------------------------------------- */
 
 Test(store, put_get_delete_and_survive_a_reopen)
