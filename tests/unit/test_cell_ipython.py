@@ -186,3 +186,13 @@ def test_the_shells_names_are_not_saved(shell):
         __import__("sys").modules["__main__"].__dict__)
     assert "x" in state
     assert not {"In", "Out", "get_ipython", "_i", "_i1", "_exit_code"} & set(state) | lost
+
+
+def test_the_warm_up_cells_leave_no_history(shell):
+    ok(shell, "first = 1")
+    shell.warmup_begin()
+    for _ in range(3):
+        ok(shell, "'warm-up cell'")
+    shell.warmup_end()
+    r = ok(shell, "(len(In), In[-1][:6], list(Out))")
+    assert r["result"] == "(3, '(len(I', [])"

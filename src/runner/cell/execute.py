@@ -362,3 +362,4 @@ def warmup_end():
         linecache.cache.pop(name, None)
     ctx._cell_sources[:] = sources
     ctx._count, ctx._cell_sources_bytes = count, sources_bytes
+    ipython.forget_history(count)

@@ -78,6 +78,7 @@ def enable():
         del shell.user_ns["_"]
     _drop_exiters(shell, shell.user_ns)
     _shell = shell
+    forget_history(0)  # an instance made before (another configure in this process) had some
     return None
 
 
@@ -141,6 +142,18 @@ def store_input(ns, n, source):
         inputs[n] = source
     ns["_iii"], ns["_ii"], ns["_i"] = ns.get("_ii", ""), ns.get("_i", ""), ns.get("_i00", "")
     ns["_i00"] = ns[f"_i{n}"] = source
+
+
+def forget_history(count):
+    """The history past cell count goes (the warm pool's warm-up cells), so In and Out hold the
+    session's own cells only."""
+    if _shell is None:
+        return
+    hm = _shell.history_manager
+    for inputs in (hm.input_hist_parsed, hm.input_hist_raw):
+        del inputs[count + 1:]
+    for n in [n for n in hm.output_hist if n > count]:
+        del hm.output_hist[n]
 
 
 def end_cell(ns, n, has_value, value):
