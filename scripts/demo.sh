@@ -67,6 +67,14 @@ echo
 echo "== the same daemon through the CLI: airlock exec -s $sid -"
 echo 'print("x is still", x)' | AIRLOCK_URL=$url AIRLOCK_TOKEN=$token $airlock exec -s "$sid" -
 echo
+echo "== a cell written for Jupyter: a shell escape, a magic, display() (docs/IPYTHON.md)"
+cell='!echo "bash in $(pwd)"
+%time total = sum(range(x * 1000))
+from IPython.display import Markdown
+display(Markdown(f"**total** = {total}"))'
+printf '%s\n' "$cell" | sed 's/^/    /'
+printf '%s\n' "$cell" | AIRLOCK_URL=$url AIRLOCK_TOKEN=$token $airlock exec -s "$sid" -
+echo
 
 if [ -t 0 ] && [ -t 1 ]; then
         echo "The daemon is serving at $url (token in $state/token). Ctrl-C stops it."

@@ -187,6 +187,8 @@ static void on_event(void *userdata, const char *line, size_t len)
                 cli_sink_write(&st->sink, 1, text, strlen(text));
         } else if (strcmp(type, "stderr") == 0 && text) {
                 cli_sink_write(&st->sink, 2, text, strlen(text));
+        } else if (strcmp(type, "output") == 0) {
+                cli_sink_display(&st->sink, ev, 0);
         } else if (strcmp(type, "end") == 0) {
                 json_t *result = json_object_get(ev, "result");
                 json_t *failure = json_object_get(ev, "failure");
@@ -200,8 +202,8 @@ static void on_event(void *userdata, const char *line, size_t len)
                                         msg ? msg : "the execution failed");
                 }
         }
-        /* "output" and "error" events repeat what the end event's result holds; the result
-         * is printed from there, as `airlock run` does. */
+        /* The "error" event and the rich outputs repeat what the end event's result holds:
+         * they are printed and saved from there, as `airlock run` does. */
         json_decref(ev);
 }
 

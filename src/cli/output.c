@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/utf8.h"
 #include "base/util.h"
 #include "tools/base64.h"
@@ -123,6 +124,27 @@ void cli_sink_write(void *userdata, int stream, const char *data, size_t len)
         text = utf8_sanitize(joined, complete);
         if (text)
                 tty_write(fd, text);
+}
+
+void cli_sink_display(void *userdata, const json_t *output, size_t index)
+{
+        static const char *const files[] = { "image/png", "image/jpeg", "image/svg+xml" };
+        const json_t *data = json_object_get(output, "data");
+        const char *text = json_output_text(data);
+        size_t n;
+
+        (void) index;
+        if (!text || json_is_true(json_object_get(output, "main")) ||
+            json_is_true(json_object_get(output, "update")) ||
+            text == json_string_value(json_object_get(data, "text/html")))
+                return;
+        for (size_t k = 0; k < ELEMENTSOF(files); k++)
+                if (json_object_get(data, files[k]))
+                        return;
+        n = strlen(text);
+        cli_sink_write(userdata, 1, text, n);
+        if (n && text[n - 1] != '\n')
+                cli_sink_write(userdata, 1, "\n", 1);
 }
 
 int cli_exit_code(json_t *result)

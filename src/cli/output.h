@@ -28,6 +28,12 @@ void cli_sink_init(struct cli_sink *sink);
 /* An exec_sink callback (userdata is a struct cli_sink): writes data for stream 1 or 2. */
 void cli_sink_write(void *userdata, int stream, const char *data, size_t len);
 
+/* An exec_sink on_display callback (userdata is a struct cli_sink): a display the cell made,
+ * as text on stdout in its place among the output (json_output_text: a DataFrame's table, a
+ * Markdown display...). Figures and HTML are left to cli_outputs_save(), and so is the cell's
+ * value (main) and an update of an earlier display. */
+void cli_sink_display(void *userdata, const json_t *output, size_t index);
+
 /* Prints the result (the last expression's repr) to stdout and the error to stderr. */
 void cli_print_result(json_t *result);
 

@@ -206,7 +206,9 @@ int cmd_run(int argc, char **argv)
         json_t *result = NULL;
         enum jail_isolation mode;
         struct cli_sink sink_st;
-        struct exec_sink sink = { .on_output = cli_sink_write, .userdata = &sink_st };
+        struct exec_sink sink = { .on_output = cli_sink_write,
+                                  .on_display = cli_sink_display,
+                                  .userdata = &sink_st };
         struct exec_request req = { 0 };
         char name[64];
         int r, status = EXIT_USAGE;
