@@ -876,12 +876,16 @@ static long minor_faults(void)
         return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : 0;
 }
 
+/* The cell a warm pool member runs (and the zygote, ZYGOTE_WARMUP_CELLS times): an import, a
+ * print, a value with a repr, on the exec path a real cell takes. */
+#define WARMUP_CELL                                                                                \
+        "import math\nprint('warm', 1, file=_airlock_sink)\n"                                      \
+        "_airlock_warm = {'a': [1, 2.5, 'x'], 'b': (None, True)}\n_airlock_warm"
+#define ZYGOTE_WARMUP_CELLS 10
+
 static json_t *handle_warmup(void)
 {
-        _cleanup_json_ json_t *req =
-                json_pack("{s:s, s:s}", "op", "exec", "code",
-                          "import math\nprint('warm', 1, file=_airlock_sink)\n"
-                          "_airlock_warm = {'a': [1, 2.5, 'x'], 'b': (None, True)}\n_airlock_warm");
+        _cleanup_json_ json_t *req = json_pack("{s:s, s:s}", "op", "exec", "code", WARMUP_CELL);
         _cleanup_pydecref_ PyObject *begin = NULL, *end = NULL;
         unsigned cells = 0, quiet = 0;
         long faults = 0, first = -1;
@@ -962,6 +966,7 @@ static void heap_drain(void)
 static json_t *handle_zygote_init(json_t *req)
 {
         json_t *resp = handle_init(req);
+        PyObject *warm;
         char msg[256];
         int r;
 
@@ -974,8 +979,15 @@ static json_t *handle_zygote_init(json_t *req)
                                 strerror(-r));
                 return json_pack("{s:s, s:s}", "op", "fatal", "message", msg);
         }
-        /* Everything imported so far moves to a generation the collector never visits, so
-         * sessions forked from here share those pages instead of copying them on first GC. */
+        /* The exec path warmed up here, once, rather than in each session (zygote_warmup in
+         * cell/execute.py); then everything imported and built so far moves to a generation the
+         * collector never visits, so sessions forked from here share those pages instead of
+         * copying them on first GC. */
+        warm = PyObject_CallMethod(cell_module, "zygote_warmup", "si", WARMUP_CELL,
+                                   ZYGOTE_WARMUP_CELLS);
+        if (!warm)
+                PyErr_Clear();
+        Py_XDECREF(warm);
         if (PyRun_SimpleString("import gc; gc.collect(); gc.freeze()") < 0)
                 PyErr_Clear();
         heap_drain();

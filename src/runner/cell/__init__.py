@@ -9,6 +9,7 @@ these functions of the package:
     reseed()                             in every fresh session right after the fork
     warmup_begin(), warmup_end()         in a warm pool member, around the cells it runs
                                          before it is handed over
+    zygote_warmup(code, times)           in the zygote before it forks: the same cells
     run_cell(code, stdin=, env=, cwd=) -> dict
                                          once per execute request (the keywords only when the
                                          request gives them: this call's stdin, environment
@@ -51,14 +52,14 @@ errors (tracebacks), rich (display and figures), files (the manifest), saved (sn
 restore), tools (Code Mode's airlock_tools).
 """
 
-from .execute import run_cell, warmup_begin, warmup_end
+from .execute import run_cell, warmup_begin, warmup_end, zygote_warmup
 from .files import files_changed, files_snapshot
 from .rich import display
 from .saved import restore, snapshot
 from .setup import configure, preload, reseed
 
-__all__ = ["configure", "preload", "reseed", "warmup_begin", "warmup_end", "run_cell",
-           "snapshot", "restore", "files_snapshot", "files_changed", "display"]
+__all__ = ["configure", "preload", "reseed", "warmup_begin", "warmup_end", "zygote_warmup",
+           "run_cell", "snapshot", "restore", "files_snapshot", "files_changed", "display"]
 
 # Set by runner.c: _channel(request_json) -> reply_json (Code Mode), _display(output_json) -> bool
 # (a display streamed as it is made, rich.py).

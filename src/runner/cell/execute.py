@@ -83,8 +83,8 @@ def run_cell(code, stdin=None, env=None, cwd=None):
     try:
         _refresh_sites()
         ns = _user_namespace()
-        root = _cwd()
-        before = _snapshot(root)
+        root = None if _no_manifest else _cwd()
+        before = None if root is None else _snapshot(root)
         _patch_pyplot()
         ctx._cell_outputs = outputs
         ctx._cell_figures = set()
@@ -96,7 +96,7 @@ def run_cell(code, stdin=None, env=None, cwd=None):
         try:
             if stdin is not None or env or cwd is not None:
                 _call_enter(saved, stdin, env, cwd)
-            ipython.begin_cell(sys.modules["__main__"], ns, n)
+            ipython.begin_cell(sys.modules["__main__"], ns, n, _warm_saved is not None)
             has_value, value = _execute(code, n, ns)
             ipython.end_cell(ns, n, has_value, value)
             if has_value and value is not None:
@@ -347,6 +347,27 @@ def warmup_begin():
     scratch = type(sys)("__main__")
     scratch.__dict__["_airlock_sink"] = io.StringIO()  # where the warm-up cells print
     sys.modules["__main__"] = scratch
+
+
+_no_manifest = False  # zygote_warmup(): the zygote's directory is /, not a workspace
+
+
+def zygote_warmup(code, times):
+    """In the zygote, before it freezes its heap and forks: runs the warm pool's cell a few times,
+    so that the code on the exec path (IPython's formatters among it) is specialized (CPython 3.11
+    rewrites bytecode as it warms up) and what it builds lazily exists before the fork; sessions
+    then share those pages instead of each copying them in its own warm-up (docs/PERFORMANCE.md).
+    Leaves nothing behind: a scratch __main__ as warmup_begin() makes, no files manifest, the
+    count, cell sources and history put back."""
+    global _no_manifest
+    warmup_begin()
+    _no_manifest = True
+    try:
+        for _ in range(times):
+            run_cell(code)
+    finally:
+        _no_manifest = False
+        warmup_end()
 
 
 def warmup_end():

@@ -16,12 +16,12 @@ What airlock changes in the shell, and why:
     update_display with display_id, a plotly figure's show());
   - %matplotlib is accepted and changes nothing (figures come back as PNG as they always do),
     %pip is airlock's (the session's site directory), a UsageError reads like IPython's;
-  - no history database and no files of IPython's own (HistoryManager off, IPYTHONDIR under /tmp).
+  - no history database and no files of IPython's own: the shell's profile directory is a
+    path that cannot exist, its db a dict, and the /dev/null IPython keeps open is closed.
 
 In a profile without bash, IPython is never loaded: a cell that uses the dialect is refused with a
 message that says the profile allows Python only (refusal())."""
 
-import os
 import re
 import sys
 
@@ -47,20 +47,36 @@ def enable():
     global _shell
     if _shell is not None:
         return None
-    os.environ.setdefault("IPYTHONDIR", "/tmp/.ipython")
     try:
-        from IPython.core.interactiveshell import InteractiveShell
+        import IPython.core.interactiveshell as interactiveshell
+        import IPython.utils.io
         from traitlets.config import Config
     except ImportError as e:
         return f"IPython is not installed ({e}): cells run as plain Python"
+    # IPython.utils.io opens /dev/null at import and keeps it: a descriptor no session needs.
+    IPython.utils.io.devnull.close()
     config = Config()
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "NoColor"
     config.InteractiveShell.xmode = "Plain"
     config.InteractiveShell.autocall = 0
     main = sys.modules.get("__main__")
-    shell = InteractiveShell.instance(config=config, user_module=main,
-                                      user_ns=getattr(main, "__dict__", None))
+    # Nothing on disk: no profile directory, no ~/.ipython, the shell's db (%bookmark) in memory.
+    class Shell(interactiveshell.InteractiveShell):
+        def init_ipython_dir(self, ipython_dir):
+            # The trait's value itself: setting it runs an observer that makes the directory.
+            self._trait_values["ipython_dir"] = _NOWHERE
+
+    real_db = interactiveshell.PickleShareDB
+    interactiveshell.PickleShareDB = lambda root: {}
+    try:
+        shell = Shell.instance(config=config, user_module=main,
+                               user_ns=getattr(main, "__dict__", None), profile_dir=_profile_dir())
+    except Exception as e:  # an IPython this was not made for: plain Python, and say why
+        return f"IPython's shell could not be made ({type(e).__name__}: {e}): cells run as " \
+               f"plain Python"
+    finally:
+        interactiveshell.PickleShareDB = real_db
     shell.system = _system
     shell.system_piped = _system
     shell.system_raw = _system
@@ -80,6 +96,30 @@ def enable():
     _shell = shell
     forget_history(0)  # an instance made before (another configure in this process) had some
     return None
+
+
+# Where IPython's own files would go: a path that can never be made (under a file), which the
+# shell is given so that it looks for nothing elsewhere.
+_NOWHERE = "/dev/null/ipython"
+
+
+def _profile_dir():
+    """IPython's profile directory object, at _NOWHERE, made without creating anything."""
+    from IPython.core.profiledir import ProfileDir
+
+    class Nowhere(ProfileDir):
+        def _mkdir(self, path, mode=None):
+            return False
+
+        def check_dirs(self):
+            pass
+
+    pd = Nowhere()
+    # The trait values themselves: setting location would run its observer, which makes dirs.
+    pd._trait_values["location"] = _NOWHERE
+    for name in ("security_dir", "log_dir", "startup_dir", "pid_dir", "static_dir"):
+        pd._trait_values[name] = f"{_NOWHERE}/{name}"
+    return pd
 
 
 def enabled():
@@ -102,20 +142,26 @@ def refusal(code):
     return None
 
 
-def begin_cell(main, ns, n):
+def begin_cell(main, ns, n, warming=False):
     """Points the shell at the session's namespace (the warm-up cells run in another one) and
     its execution count, before a cell runs."""
     shell = _shell
     if shell is None:
         return
     if shell.user_ns is not ns:
+        # In, Out and the rest are in a session's namespace since the zygote made the shell on
+        # it; a warm-up cell's scratch namespace needs only get_ipython. init_user_ns() only for
+        # another namespace: its writes copy pages each session shares with the zygote.
         shell.user_module = main
         shell.user_ns = ns
-        shell.init_user_ns()
-        _drop_exiters(shell, ns)
+        if "In" not in ns and not warming:
+            shell.init_user_ns()
+            _drop_exiters(shell, ns)
     if "get_ipython" not in ns:
         ns["get_ipython"] = shell.get_ipython
-    shell.user_ns_hidden["display"] = ns.get("display")
+    hidden = shell.user_ns_hidden
+    if hidden.get("display") is not ns.get("display"):
+        hidden["display"] = ns.get("display")
     # The trait's value without its validation and observers (none of them matter here): set
     # for every cell, at the cost of a dict store.
     shell._trait_values["execution_count"] = n
