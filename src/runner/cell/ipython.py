@@ -70,8 +70,12 @@ def enable():
     real_db = interactiveshell.PickleShareDB
     interactiveshell.PickleShareDB = lambda root: {}
     try:
-        shell = Shell.instance(config=config, user_module=main,
-                               user_ns=getattr(main, "__dict__", None), profile_dir=_profile_dir())
+        if interactiveshell.InteractiveShell.initialized():  # configured before, in this process
+            shell = interactiveshell.InteractiveShell.instance()
+        else:
+            shell = Shell.instance(config=config, user_module=main,
+                                   user_ns=getattr(main, "__dict__", None),
+                                   profile_dir=_profile_dir())
     except Exception as e:  # an IPython this was not made for: plain Python, and say why
         return f"IPython's shell could not be made ({type(e).__name__}: {e}): cells run as " \
                f"plain Python"
