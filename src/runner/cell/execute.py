@@ -98,7 +98,8 @@ def run_cell(code, stdin=None, env=None, cwd=None):
                 _call_enter(saved, stdin, env, cwd)
             ipython.begin_cell(sys.modules["__main__"], ns, n, _warm_saved is not None)
             has_value, value = _execute(code, n, ns)
-            ipython.end_cell(ns, n, has_value, value)
+            if _warm_saved is None:  # warm-up cells leave no history (nor grow its lists)
+                ipython.end_cell(ns, n, has_value, value)
             if has_value and value is not None:
                 ns["_"] = value
                 reply["result"], rich = _represent(value)
@@ -233,7 +234,8 @@ def _execute(code, n, ns):
     tree, source = _parse(ast, code, filename)
     if source is not code:
         lines = _source_lines(source)
-    ipython.store_input(ns, n, source)
+    if _warm_saved is None:
+        ipython.store_input(ns, n, source)
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     if ctx._allowed is not None:
         _import_check(ast, tree)
