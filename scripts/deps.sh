@@ -14,6 +14,12 @@ packages=(
         libssl-dev
         # what the sandbox's default profiles import
         python3-numpy python3-pandas python3-scipy python3-matplotlib
+        # the data stack the default profile offers, as E2B's image does (docs/PROFILES.md,
+        # "The data stack": what each costs to import, which data-science and visualization allow)
+        python3-seaborn python3-sklearn python3-statsmodels python3-plotly python3-openpyxl
+        python3-xlrd python3-bs4 python3-lxml python3-requests python3-sympy python3-networkx
+        python3-tabulate python3-tqdm python3-docx python3-pypdf python3-reportlab
+        python3-skimage python3-xarray python3-nltk python3-pil python3-ipython
         # the JavaScript REPL of `language: "javascript"` (Debian 12: Node 18; nodesource's
         # nodejs package, Node 20, satisfies this too)
         nodejs
