@@ -42,12 +42,21 @@ static const char *const minimal_imports[] = {
                 "typing", "time", "zoneinfo", "calendar", "io", "pathlib", "copy", "dataclasses",  \
                 "enum", "heapq", "bisect", "pprint", "base64", "hashlib"
 
+/* The analysis part of the data stack (docs/PROFILES.md, "The data stack"): data-science allows
+ * it, visualization too, with the plotting libraries on top. */
+#define ANALYSIS_IMPORTS                                                                           \
+        "numpy", "pandas", "scipy", "sklearn", "statsmodels", "sympy", "networkx", "xarray",       \
+                "skimage", "PIL", "nltk", "openpyxl", "xlrd", "docx", "pypdf", "reportlab", "bs4", \
+                "lxml", "tabulate", "tqdm"
+
 static const char *const data_science_imports[] = {
-        EVERYDAY_IMPORTS, "numpy", "pandas", "scipy", NULL,
+        EVERYDAY_IMPORTS,
+        ANALYSIS_IMPORTS,
+        NULL,
 };
 
 static const char *const visualization_imports[] = {
-        EVERYDAY_IMPORTS, "numpy", "pandas", "scipy", "matplotlib", NULL,
+        EVERYDAY_IMPORTS, ANALYSIS_IMPORTS, "matplotlib", "seaborn", "plotly", NULL,
 };
 
 static void expect_strv_eq(char **got, const char *const *want, const char *what)
