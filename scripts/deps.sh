@@ -20,6 +20,9 @@ packages=(
         python3-xlrd python3-bs4 python3-lxml python3-requests python3-sympy python3-networkx
         python3-tabulate python3-tqdm python3-docx python3-pypdf python3-reportlab
         python3-skimage python3-xarray python3-nltk python3-pil python3-ipython
+        # plotly's fig.show() gives its JSON through IPython's display, which needs nbformat
+        # (docs/IPYTHON.md)
+        python3-nbformat
         # the JavaScript REPL of `language: "javascript"` (Debian 12: Node 18; nodesource's
         # nodejs package, Node 20, satisfies this too)
         nodejs
