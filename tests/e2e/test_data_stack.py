@@ -235,6 +235,11 @@ def test_visualization_draws_with_seaborn_and_plotly(daemon):
         assert len(_pngs(r)) == 1, r["outputs"]
         bundle = {k for o in r["outputs"] for k in o["data"]}
         assert "application/vnd.plotly.v1+json" in bundle, r["outputs"]
+        # show() too, in a profile without IPython's shell: an output, nothing printed.
+        r = daemon.execute(sid, "px.bar(x=['a'], y=[1]).show()")
+        assert r["status"] == "ok" and r["stdout"] == "", r
+        assert [sorted(o["data"]) for o in r["outputs"]] == \
+            [["application/vnd.plotly.v1+json", "text/html"]], r["outputs"]
         r = daemon.execute(sid, "import requests")
         assert r["status"] == "error" and "not allowed by profile 'visualization'" in \
             r["error"]["value"], r

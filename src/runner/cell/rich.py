@@ -251,12 +251,22 @@ def _patch_plotly(pio):
     the viewer loads: inlined, plotly.js alone is over 3 MB). Never a browser, and no renderer
     activation output (plotly's notebook renderer would inline plotly.js once per session)."""
     try:
+        import types
+
+        from plotly.io import _renderers
         from plotly.io._base_renderers import HtmlRenderer
 
         pio.renderers["airlock"] = HtmlRenderer(connected=True, full_html=False, requirejs=False)
         pio.renderers.default = "plotly_mimetype+airlock"
+        # plotly hands the bundle to IPython's display(), which prints it where the profile has
+        # no IPython shell: it goes to this cell's outputs in every profile.
+        _renderers.ipython_display = types.SimpleNamespace(display=_plotly_display)
     except Exception as e:  # another plotly: its own default stays
         _note(f"plotly's renderer is left as it was: {type(e).__name__}: {e}")
+
+
+def _plotly_display(bundle, raw=False, **kwargs):
+    publish(bundle)
 
 
 def _patch_pyplot_module(module):
