@@ -988,7 +988,9 @@ static json_t *handle_zygote_init(json_t *req)
         if (!warm)
                 PyErr_Clear();
         Py_XDECREF(warm);
-        if (PyRun_SimpleString("import gc; gc.collect(); gc.freeze()") < 0)
+        /* (No "import gc": this runs in __main__, the sessions' namespace, where %who showed
+         * the name.) */
+        if (PyRun_SimpleString("__import__('gc').collect(); __import__('gc').freeze()") < 0)
                 PyErr_Clear();
         heap_drain();
         return resp;

@@ -268,12 +268,21 @@ def _bash_argv(cmd):
 
 def _system(cmd):
     """`!cmd`: bash in the cell's directory and environment, its output on the cell's own
-    stdout and stderr as it comes. The exit status goes to _exit_code, as in IPython."""
+    stdout and stderr as it comes. Where sys.stdout or sys.stderr is not the cell's own
+    (%%capture, contextlib.redirect_stdout), the output goes there instead, once bash ended, as
+    a kernel's does. The exit status goes to _exit_code, as in IPython."""
     import subprocess
 
     cmd = _shell.var_expand(cmd, depth=1)
     _flush_streams()
-    _shell.user_ns["_exit_code"] = subprocess.call(_bash_argv(cmd))
+    if sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__:
+        _shell.user_ns["_exit_code"] = subprocess.call(_bash_argv(cmd))
+        return
+    done = subprocess.run(_bash_argv(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          check=False)
+    sys.stdout.write(done.stdout.decode("utf-8", "replace"))
+    sys.stderr.write(done.stderr.decode("utf-8", "replace"))
+    _shell.user_ns["_exit_code"] = done.returncode
 
 
 def _getoutput(cmd, split=True, depth=0):
