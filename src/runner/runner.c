@@ -1082,8 +1082,8 @@ int main(int argc, char **argv)
                         resp = handle_restore(req, TAKE_FD(fd));
                 else if (op && strcmp(op, "put") == 0 && !zygote && fd >= 0)
                         resp = handle_put(req, TAKE_FD(fd));
-                else if (op && strcmp(op, "tool_reply") == 0)
-                        continue; /* a Code Mode reply nobody waits for any more */
+                else if (op && (strcmp(op, "tool_reply") == 0 || strcmp(op, "display_ack") == 0))
+                        continue; /* a reply nobody waits for any more (a frame user code forged) */
                 else
                         resp = json_pack("{s:s, s:s}", "op", "fatal", "message", "unknown op");
                 if (fd >= 0)
