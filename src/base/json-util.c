@@ -54,3 +54,20 @@ const char *json_output_text(const json_t *data)
         }
         return plain;
 }
+
+size_t json_output_stdout_at(const json_t *output, const char *stdout_text, size_t len, size_t from)
+{
+        const json_t *at = json_object_get(output, "stdout_offset");
+        size_t n;
+
+        if (!json_is_integer(at) || json_integer_value(at) < 0)
+                return len + 1;
+        n = (size_t) json_integer_value(at);
+        if (n > len)
+                n = len;
+        if (n < from)
+                n = from;
+        while (n > from && ((unsigned char) stdout_text[n] & 0xC0) == 0x80)
+                n--;
+        return n;
+}

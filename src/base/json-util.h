@@ -16,3 +16,10 @@ json_t *json_strv(char *const *v);
  * ("<IPython.core.display.HTML object>"), then its markdown, HTML, LaTeX or JSON. NULL when it
  * has no text. Borrowed. */
 const char *json_output_text(const json_t *data);
+
+/* Where one of an execution's outputs goes in its stdout (of len bytes): its "stdout_offset"
+ * (a display, made after that much of stdout was printed) clamped to [from, len] and moved back
+ * to the start of a UTF-8 character; len + 1 when it has none (the cell's value, figures left
+ * open at its end). */
+size_t json_output_stdout_at(const json_t *output, const char *stdout_text, size_t len,
+                             size_t from);

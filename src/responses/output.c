@@ -11,37 +11,53 @@
 
 #define _cleanup_json_ _cleanup_(json_decrefp)
 
-static void log_part(FILE *f, const char *s)
+/* n bytes of text, ending in a newline. */
+static void log_part(FILE *f, const char *s, size_t n)
 {
-        size_t n = s ? strlen(s) : 0;
-
         if (n == 0)
                 return;
-        fputs(s, f);
+        fwrite(s, 1, n, f);
         if (s[n - 1] != '\n')
                 fputc('\n', f);
 }
 
-/* The text of the cell's displays (HTML, Markdown, a DataFrame's table...), after its stdout:
- * images go out as image outputs, and the cell's value (main) comes last as "result". */
-static void log_displays(FILE *f, const json_t *outputs)
+static void log_display(FILE *f, const json_t *out)
 {
-        const json_t *out;
-        size_t i;
+        const json_t *data = json_object_get(out, "data");
+        const char *text = json_output_text(data);
 
-        json_array_foreach (outputs, i, out) {
-                const json_t *data = json_object_get(out, "data");
+        /* Images go out as image outputs; the cell's value (main) comes last as "result". */
+        if (!text || json_is_true(json_object_get(out, "main")) ||
+            json_object_get(data, "image/png") || json_object_get(data, "image/jpeg"))
+                return;
+        log_part(f, text, strlen(text));
+}
 
-                if (json_is_true(json_object_get(out, "main")) ||
-                    json_object_get(data, "image/png") || json_object_get(data, "image/jpeg"))
+/* stdout with the text of the displays (HTML, Markdown, a DataFrame's table...) in their
+ * places among it, then the displays that have none (figures left open at the end). */
+static void log_stdout_and_displays(FILE *f, const json_t *exec)
+{
+        const char *out = json_string_value(json_object_get(exec, "stdout")) ?: "";
+        const json_t *outputs = json_object_get(exec, "outputs"), *o;
+        size_t len = strlen(out), from = 0, at, i;
+
+        json_array_foreach (outputs, i, o) {
+                at = json_output_stdout_at(o, out, len, from);
+                if (at > len)
                         continue;
-                log_part(f, json_output_text(data));
+                log_part(f, out + from, at - from);
+                log_display(f, o);
+                from = at;
         }
+        log_part(f, out + from, len - from);
+        json_array_foreach (outputs, i, o)
+                if (json_output_stdout_at(o, out, len, 0) > len)
+                        log_display(f, o);
 }
 
 char *responses_exec_logs(json_t *exec)
 {
-        static const char *const parts[] = { "stdout", "stderr", "result" };
+        static const char *const parts[] = { "stderr", "result" };
         json_t *error = json_object_get(exec, "error");
         char *out = NULL;
         size_t len = 0;
@@ -49,12 +65,11 @@ char *responses_exec_logs(json_t *exec)
 
         if (!f)
                 return NULL;
+        log_stdout_and_displays(f, exec);
         for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
                 const char *s = json_string_value(json_object_get(exec, parts[i]));
 
-                log_part(f, s);
-                if (i == 0)
-                        log_displays(f, json_object_get(exec, "outputs"));
+                log_part(f, s ? s : "", s ? strlen(s) : 0);
         }
         if (json_is_object(error)) {
                 const char *tb = json_string_value(json_object_get(error, "traceback"));

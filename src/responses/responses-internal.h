@@ -74,9 +74,9 @@ void responses_input_info_done(struct responses_input_info *info);
 int responses_input_convert(json_t *input, json_t *messages, json_t *items,
                             struct responses_input_info *info, struct caller_tools_error *err);
 
-/* The logs of one execution as OpenAI's code interpreter shows them: stdout, the text of its
- * displays, stderr, the value of the last expression, then the error's traceback (or name and
- * value). A malloc()ed string
+/* The logs of one execution as OpenAI's code interpreter shows them: stdout with the text of
+ * its displays in their places, stderr, the value of the last expression, then the error's
+ * traceback (or name and value). A malloc()ed string
  * (caller frees), NULL when out of memory. */
 char *responses_exec_logs(json_t *execution);
 

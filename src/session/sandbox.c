@@ -1111,11 +1111,61 @@ static int request_simple_frame(struct sandbox *sb, json_t *req, const char *wan
                                 uint64_t timeout_ms, json_t **ret_frame, struct airlock_error *err);
 
 /* The displays a cell streamed: how many bytes of frames (they stop at the profile's output
- * limit, as the result's outputs do) and how many entries. */
+ * limit, as the result's outputs do) and how many entries; and where each new one came among
+ * the cell's stdout (its index in the outputs, the bytes of stdout captured before it). */
 struct display_counts {
         size_t bytes;
         unsigned entries;
+        struct display_place {
+                size_t index, stdout_len;
+        } * places;
+        size_t n_places;
 };
+
+static void note_display_place(struct display_counts *dc, json_t *frame, size_t stdout_len)
+{
+        json_t *index = json_object_get(frame, "index");
+        struct display_place *p;
+
+        if (json_is_true(json_object_get(frame, "update")) || !json_is_integer(index) ||
+            json_integer_value(index) < 0 || json_integer_value(index) >= RESULT_ENTRIES_MAX ||
+            dc->n_places >= RESULT_ENTRIES_MAX)
+                return;
+        p = realloc(dc->places, (dc->n_places + 1) * sizeof(*p));
+        if (!p)
+                return;
+        dc->places = p;
+        p[dc->n_places++] =
+                (struct display_place){ (size_t) json_integer_value(index), stdout_len };
+}
+
+/* Marks each output that a display streamed with "stdout_offset": how many bytes of the
+ * answer's stdout (UTF-8) came before it, so that a client that shows the cell at once (MCP,
+ * the Responses API's logs) can still put it in its place. */
+static void place_displays(json_t *outputs, const struct display_counts *dc,
+                           const struct capture *cap, const json_t *stdout_text)
+{
+        size_t out_len = json_string_length(stdout_text);
+        const char *raw = cap->buf[1] ? cap->buf[1] : "";
+        bool exact = utf8_is_valid(raw, cap->len[1]);
+
+        for (size_t i = 0; i < dc->n_places; i++) {
+                json_t *o = json_array_get(outputs, dc->places[i].index);
+                size_t at = dc->places[i].stdout_len;
+
+                if (!o || json_is_true(json_object_get(o, "main")))
+                        continue;
+                if (at > cap->len[1])
+                        at = cap->len[1];
+                if (!exact) { /* the answer's stdout has U+FFFD for bad bytes: count as it does */
+                        _cleanup_free_ char *prefix = utf8_sanitize(raw, at);
+                        at = prefix ? strlen(prefix) : 0;
+                }
+                (void) json_object_set_new(
+                        o, "stdout_offset",
+                        json_integer((json_int_t) (at < out_len ? at : out_len)));
+        }
+}
 
 /* Passes a display on to the sink, validated like the result's outputs. */
 static void forward_display(struct sandbox *sb, const struct exec_sink *sink, json_t *frame,
@@ -1151,6 +1201,7 @@ static int show_display(struct sandbox *sb, struct capture *cap, const struct ex
         for (int s = 1; s <= 2; s++)
                 if (pump(sb, cap, sink, s, true) == -E2BIG)
                         r = -E2BIG;
+        note_display_place(dc, frame, cap->len[1]);
         if (r == 0 && !cap->discard && sink && sink->on_display)
                 forward_display(sb, sink, frame, dc);
         ack = json_pack("{s:s, s:s}", "op", "display_ack", "id", sb->want_id);
@@ -1277,7 +1328,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         struct cgroup_usage u0 = { 0 }, u1 = { 0 };
         enum stop_reason why = STOP_NONE;
         const char *status = NULL;
-        json_t *frame = NULL, *error = NULL, *result;
+        json_t *frame = NULL, *error = NULL, *result, *stdout_text, *outputs;
         enum drive_outcome o;
         uint64_t t0, wall_ns, deadline;
         bool interrupted = false, reply_lost = false;
@@ -1485,15 +1536,19 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 peak = (uint64_t) json_integer_value(json_object_get(frame, "max_rss_bytes"));
 
         sb->exec_count++;
+        stdout_text = captured_string(&cap, 1);
+        outputs = frame ? validated_outputs(frame) : json_array();
+        if (outputs && stdout_text)
+                place_displays(outputs, &dc, &cap, stdout_text);
+        free(dc.places);
         result = json_pack(
                 "{s:s, s:o, s:o, s:o, s:o, s:o, s:i, s:b, s:i, s:s, s:o, s:{s:f, s:f, s:I, s:i, "
                 "s:f}}",
-                "status", status, "stdout", captured_string(&cap, 1), "stderr",
-                captured_string(&cap, 2), "result",
+                "status", status, "stdout", stdout_text, "stderr", captured_string(&cap, 2),
+                "result",
                 frame && why == STOP_NONE ? field_string_or_null(frame, "result") : json_null(),
-                "outputs", frame ? validated_outputs(frame) : json_array(), "error",
-                error ? error : json_null(), "exit_code", exit_code, "timed_out",
-                why == STOP_TIMEOUT, "execution_count", sb->exec_count, "state",
+                "outputs", outputs, "error", error ? error : json_null(), "exit_code", exit_code,
+                "timed_out", why == STOP_TIMEOUT, "execution_count", sb->exec_count, "state",
                 sb->alive ? "preserved" : "lost", "files",
                 frame ? validated_files(frame) : json_array(), "usage", "wall_ms", wall_ns / 1e6,
                 "cpu_ms", cpu_ms, "peak_memory_bytes", (json_int_t) peak, "tool_calls",

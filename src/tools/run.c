@@ -23,6 +23,15 @@ static int append_section(struct tool_result *res, const char *label, const char
                                    text[len - 1] == '\n' ? "" : "\n");
 }
 
+/* The same for the n bytes at text. */
+static int append_section_n(struct tool_result *res, const char *label, const char *text, size_t n)
+{
+        if (n == 0)
+                return 0;
+        return tool_result_appendf(res, "%s:\n%.*s%s", label, (int) n, text,
+                                   text[n - 1] == '\n' ? "" : "\n");
+}
+
 /* One line per value: multi-line values (a DataFrame's repr) start on their own line. */
 static int append_value(struct tool_result *res, const char *label, const char *text)
 {
@@ -41,42 +50,69 @@ static void format_size(uint64_t n, char *buf, size_t size)
                 (void) snprintf(buf, size, "%.1f MiB", (double) n / (1024 * 1024));
 }
 
-static int add_outputs(json_t *exec, struct tool_result *res)
+/* One rich output: an image goes to the images (a line says so), any other its text. */
+static int add_output(json_t *out, struct tool_result *res)
 {
         static const char *const image_types[] = { "image/png", "image/jpeg" };
-        json_t *outputs = json_object_get(exec, "outputs"), *out;
-        size_t i;
+        json_t *data = json_object_get(out, "data");
+        const char *plain = json_string_value(json_object_get(data, "text/plain"));
         int r;
 
-        json_array_foreach (outputs, i, out) {
-                json_t *data = json_object_get(out, "data");
-                const char *plain = json_string_value(json_object_get(data, "text/plain"));
-                bool image = false;
+        for (size_t k = 0; k < ELEMENTSOF(image_types); k++) {
+                const char *b64 = json_string_value(json_object_get(data, image_types[k]));
+                if (!b64)
+                        continue;
+                r = json_array_append_new(res->images, json_pack("{s:s, s:s}", "mime_type",
+                                                                 image_types[k], "data", b64));
+                if (r < 0)
+                        return -ENOMEM;
+                return tool_result_appendf(res, "image: %s output #%zu attached%s%s\n",
+                                           image_types[k], json_array_size(res->images),
+                                           plain ? ", " : "", plain ? plain : "");
+        }
+        /* The main output is the cell's value, already shown as "result". */
+        plain = json_output_text(data);
+        if (!plain || json_is_true(json_object_get(out, "main")))
+                return 0;
+        return append_value(res, "output", plain);
+}
 
-                for (size_t k = 0; k < ELEMENTSOF(image_types); k++) {
-                        const char *b64 = json_string_value(json_object_get(data, image_types[k]));
-                        if (!b64)
-                                continue;
-                        r = json_array_append_new(
-                                res->images,
-                                json_pack("{s:s, s:s}", "mime_type", image_types[k], "data", b64));
-                        if (r < 0)
-                                return -ENOMEM;
-                        r = tool_result_appendf(res, "image: %s output #%zu attached%s%s\n",
-                                                image_types[k], json_array_size(res->images),
-                                                plain ? ", " : "", plain ? plain : "");
-                        if (r < 0)
-                                return r;
-                        image = true;
-                        break;
-                }
-                /* The main output is the cell's value, already shown as "result". */
-                plain = json_output_text(data);
-                if (!image && plain && !json_is_true(json_object_get(out, "main"))) {
-                        r = append_value(res, "output", plain);
-                        if (r < 0)
-                                return r;
-                }
+/* stdout with the displays the cell made in their places among it (their "stdout_offset"). */
+static int add_stdout_and_displays(json_t *exec, struct tool_result *res)
+{
+        const char *out = json_string_value(json_object_get(exec, "stdout")) ?: "";
+        size_t len = strlen(out), from = 0, at, i;
+        json_t *o;
+        int r = 0;
+
+        json_array_foreach (json_object_get(exec, "outputs"), i, o) {
+                at = json_output_stdout_at(o, out, len, from);
+                if (at > len)
+                        continue;
+                r = append_section_n(res, "stdout", out + from, at - from);
+                if (r >= 0)
+                        r = add_output(o, res);
+                if (r < 0)
+                        return r;
+                from = at;
+        }
+        return append_section_n(res, "stdout", out + from, len - from);
+}
+
+/* The outputs that have no place in stdout: the cell's value, figures left open at its end. */
+static int add_other_outputs(json_t *exec, struct tool_result *res)
+{
+        const char *out = json_string_value(json_object_get(exec, "stdout")) ?: "";
+        size_t len = strlen(out), i;
+        json_t *o;
+        int r;
+
+        json_array_foreach (json_object_get(exec, "outputs"), i, o) {
+                if (json_output_stdout_at(o, out, len, 0) <= len)
+                        continue;
+                r = add_output(o, res);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
@@ -133,7 +169,6 @@ static int format_execution(struct toolbox *tb, const char *id, json_t *exec,
                             struct tool_result *res)
 {
         const char *status = json_string_value(json_object_get(exec, "status"));
-        const char *out = json_string_value(json_object_get(exec, "stdout"));
         const char *err = json_string_value(json_object_get(exec, "stderr"));
         const char *result = json_string_value(json_object_get(exec, "result"));
         const char *state = json_string_value(json_object_get(exec, "state"));
@@ -145,11 +180,11 @@ static int format_execution(struct toolbox *tb, const char *id, json_t *exec,
 
         if (!status)
                 status = "error";
-        r = append_section(res, "stdout", out ? out : "");
+        r = add_stdout_and_displays(exec, res);
         if (r >= 0)
                 r = append_section(res, "stderr", err ? err : "");
         if (r >= 0)
-                r = add_outputs(exec, res);
+                r = add_other_outputs(exec, res);
         if (r >= 0 && result)
                 r = append_value(res, "result", result);
         if (r >= 0 && json_is_object(error)) {

@@ -93,6 +93,9 @@ describe('the MCP SDK client runs an IPython cell through run_python', () => {
     assert.match(text, /<b>bold<\/b>/, 'the HTML display reads as its HTML, not its repr');
     assert.match(text, /\*\*md\*\*/);
     assert.doesNotMatch(text, /IPython\.core\.display\.HTML object/);
+    // In its place among stdout, as the cell made it.
+    assert.ok(text.indexOf('before the display') < text.indexOf('<b>bold</b>'), text);
+    assert.ok(text.indexOf('<b>bold</b>') < text.indexOf('after the display'), text);
   });
 
   test('plain Python with % and != is untouched by the dialect', async () => {
@@ -139,8 +142,10 @@ describe('the Responses API runs an IPython cell in its code interpreter', () =>
     assert.ok(call, JSON.stringify(resp.output));
     const logs = call.outputs.filter((o) => o.type === 'logs').map((o) => o.logs).join('');
     assert.match(logs, /bash says 42/);
-    // In the order the cell made them: stdout, then the displays' text, then the value.
-    assert.ok(logs.indexOf('after the display') < logs.indexOf('<b>bold</b>'), logs);
+    // In the order the cell made them: each display among stdout, then the value.
+    assert.ok(logs.indexOf('before the display') < logs.indexOf('<b>bold</b>'), logs);
+    assert.ok(logs.indexOf('<b>bold</b>') < logs.indexOf('after the display'), logs);
+    assert.ok(logs.indexOf('after the display') < logs.indexOf('**md**'), logs);
     assert.ok(logs.indexOf('**md**') < logs.indexOf('[0,'), logs);
     assert.equal(resp.output_text, 'Done.');
   });

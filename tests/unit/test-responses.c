@@ -374,6 +374,25 @@ Test(output, logs_carry_the_text_of_displays_in_order)
         json_decref(exec);
 }
 
+Test(output, logs_put_displays_in_their_place_in_stdout)
+{
+        /* Offsets say how much of stdout came before each display; one that points inside a
+         * UTF-8 character ("é" is 2 bytes: 3 is its second) moves back to the character's
+         * start, one past the end goes to the end, and a display without one (a figure left
+         * open at the end) follows stdout. */
+        json_t *exec = parse_json("{\"stdout\": \"a\\n\u00e9b\\nc\\n\", \"outputs\": ["
+                                  "{\"data\": {\"text/markdown\": \"**one**\"}, \"main\": false, "
+                                  "\"stdout_offset\": 3},"
+                                  "{\"data\": {\"text/plain\": \"two\"}, \"main\": false},"
+                                  "{\"data\": {\"text/plain\": \"three\"}, \"main\": false, "
+                                  "\"stdout_offset\": 99}]}");
+        char *logs = responses_exec_logs(exec);
+
+        cr_assert_str_eq(logs, "a\n**one**\n\u00e9b\nc\nthree\ntwo\n");
+        free(logs);
+        json_decref(exec);
+}
+
 /* ---- the store ---------------------------------------------------------------------------- */
 
 Test(store, put_get_delete_and_survive_a_reopen)
