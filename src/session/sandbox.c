@@ -1538,7 +1538,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         sb->exec_count++;
         stdout_text = captured_string(&cap, 1);
         outputs = frame ? validated_outputs(frame) : json_array();
-        if (outputs && stdout_text)
+        if (outputs && stdout_text && dc.n_places > 0)
                 place_displays(outputs, &dc, &cap, stdout_text);
         free(dc.places);
         result = json_pack(
