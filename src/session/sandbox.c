@@ -1145,22 +1145,27 @@ static void note_display_place(struct display_counts *dc, json_t *frame, size_t 
 static void place_displays(json_t *outputs, const struct display_counts *dc,
                            const struct capture *cap, const json_t *stdout_text)
 {
-        size_t out_len = json_string_length(stdout_text);
+        size_t out_len = json_string_length(stdout_text), raw_done = 0, text_done = 0;
         const char *raw = cap->buf[1] ? cap->buf[1] : "";
         bool exact = utf8_is_valid(raw, cap->len[1]);
 
+        /* The places come in the order the cell made them, so stdout only grew between them:
+         * where bad bytes became U+FFFD, each stretch is counted once, as the answer has it. */
         for (size_t i = 0; i < dc->n_places; i++) {
                 json_t *o = json_array_get(outputs, dc->places[i].index);
                 size_t at = dc->places[i].stdout_len;
 
-                if (!o || json_is_true(json_object_get(o, "main")))
-                        continue;
                 if (at > cap->len[1])
                         at = cap->len[1];
-                if (!exact) { /* the answer's stdout has U+FFFD for bad bytes: count as it does */
-                        _cleanup_free_ char *prefix = utf8_sanitize(raw, at);
-                        at = prefix ? strlen(prefix) : 0;
+                if (!exact && at > raw_done) {
+                        _cleanup_free_ char *stretch = utf8_sanitize(raw + raw_done, at - raw_done);
+                        text_done += stretch ? strlen(stretch) : 0;
+                        raw_done = at;
                 }
+                if (!exact)
+                        at = text_done;
+                if (!o || json_is_true(json_object_get(o, "main")))
+                        continue;
                 (void) json_object_set_new(
                         o, "stdout_offset",
                         json_integer((json_int_t) (at < out_len ? at : out_len)));

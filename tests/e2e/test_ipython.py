@@ -365,3 +365,18 @@ def test_one_shot_execute_runs_a_jupyter_cell(daemon):
     assert [x["data"].get("text/markdown") for x in o["outputs"] if not x["main"]] == ["**md**"]
     r = daemon.post("/execute", json={"code": "!echo no", "profile": "minimal"}, timeout=120)
     assert r.status_code == 200 and r.json()["error"]["name"] == "PolicyError", r.text
+
+
+def test_each_display_says_where_it_came_in_stdout(daemon, sid):
+    """stdout_offset: the bytes of stdout (UTF-8, as the answer has it) printed before each
+    display made while the cell ran, also after bytes that are not UTF-8 (each became U+FFFD's
+    three bytes); the cell's value has none."""
+    r = ok(daemon, sid, "import sys\nfrom IPython.display import HTML, display\n"
+                        "print('one', flush=True)\ndisplay(HTML('<b>1</b>'))\n"
+                        "sys.stdout.buffer.write(b'\\xff\\xfe two\\n'); sys.stdout.flush()\n"
+                        "display(HTML('<b>2</b>'))\nprint('three')\nHTML('<b>value</b>')")
+    out = r["stdout"].encode()
+    assert out == "one\n\ufffd\ufffd two\nthree\n".encode(), r["stdout"]
+    places = [o.get("stdout_offset") for o in r["outputs"]]
+    assert places == [4, len("one\n\ufffd\ufffd two\n".encode()), None], r["outputs"]
+    assert [o["main"] for o in r["outputs"]] == [False, False, True]
