@@ -345,7 +345,8 @@ def warmup_begin():
     global _warm_saved
     import io
 
-    _warm_saved = (sys.modules.get("__main__"), ctx._count, list(ctx._cell_sources), ctx._cell_sources_bytes)
+    _warm_saved = (sys.modules.get("__main__"), ctx._count, list(ctx._cell_sources),
+                   ctx._cell_sources_bytes)
     scratch = type(sys)("__main__")
     scratch.__dict__["_airlock_sink"] = io.StringIO()  # where the warm-up cells print
     sys.modules["__main__"] = scratch

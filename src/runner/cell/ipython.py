@@ -44,7 +44,7 @@ _INPUT_NAME = re.compile(r"_i\d+\Z")
 
 def enable():
     """Makes the shell (in the zygote, once). Returns an error message, or None."""
-    global _shell
+    global _shell, _plain_formatter
     if _shell is not None:
         return None
     try:
@@ -61,6 +61,7 @@ def enable():
     config.InteractiveShell.xmode = "Plain"
     config.InteractiveShell.autocall = 0
     main = sys.modules.get("__main__")
+
     # Nothing on disk: no profile directory, no ~/.ipython, the shell's db (%bookmark) in memory.
     class Shell(interactiveshell.InteractiveShell):
         def init_ipython_dir(self, ipython_dir):
@@ -90,9 +91,9 @@ def enable():
     shell.register_magic_function(_pip_magic, "line", "pip")
     shell.register_magic_function(_matplotlib_magic, "line", "matplotlib")
     _register_figure_formatter(shell)
-    global _plain_formatter
     _plain_formatter = shell.display_formatter.formatters["text/plain"]
-    _plain_printers.update((kind, _plain_formatter.type_printers.get(kind)) for kind in _PLAIN_TYPES)
+    for kind in _PLAIN_TYPES:
+        _plain_printers[kind] = _plain_formatter.type_printers.get(kind)
     # The shell's displayhook set _ to "": a session's first cell finds no _, as before.
     if shell.user_ns.get("_") == "":
         del shell.user_ns["_"]
