@@ -99,6 +99,29 @@ def session_state(daemon, sid, source):
         s.close()
 
 
+def cells_being_served(daemon, n, seconds):
+    """(session ids, connections): n connections from 127.0.0.1, each with an execute of a cell
+    that sleeps for seconds in a session of its own, returned once all n cells run. The sessions are made beforehand (over
+    a connection that is closed after), so that the cells start at once; whether they run is
+    asked from 127.0.0.2, so as not to use up 127.0.0.1's cap (a fixed pause was not enough on
+    a loaded machine)."""
+    sids = [daemon.create_session() for _ in range(n)]
+    daemon.http.close()
+    body = f'{{"code": "import time; time.sleep({seconds})", "timeout": 30}}'.encode()
+    held = []
+    for sid in sids:
+        s = connect(daemon)
+        s.sendall(f"POST /v1/sessions/{sid}/execute HTTP/1.1\r\nHost: {daemon.host}\r\n"
+                  f"Authorization: Bearer {daemon.token}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        held.append(s)
+    deadline = time.monotonic() + 30
+    while not all(session_state(daemon, sid, source="127.0.0.2") == "busy" for sid in sids):
+        assert time.monotonic() < deadline, f"the {n} cells did not start within 30 s"
+        time.sleep(0.1)
+    return sids, held
+
+
 def healthz_answers(daemon, timeout=5, source="127.0.0.1"):
     s = connect(daemon, source=source, timeout=timeout)
     try:
@@ -241,23 +264,7 @@ def test_the_cap_per_client_address_leaves_room_for_others(tmp_path_factory):
             s.close()
         held = []
 
-        # Four sessions made beforehand (over a connection that is closed after), so that
-        # the four cells below start at once.
-        sids = [d.create_session() for _ in range(4)]
-        d.http.close()
-        body = b'{"code": "import time; time.sleep(8)", "timeout": 30}'
-        for sid in sids:
-            s = connect(d)
-            s.sendall(f"POST /v1/sessions/{sid}/execute HTTP/1.1\r\nHost: {d.host}\r\n"
-                      f"Authorization: Bearer {d.token}\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            held.append(s)
-        # The four are being served (their cells sleep): asked from another address, so as
-        # not to use up this one's cap. A fixed pause was not enough on a loaded machine.
-        deadline = time.monotonic() + 30
-        while not all(session_state(d, sid, source="127.0.0.2") == "busy" for sid in sids):
-            assert time.monotonic() < deadline, "the four cells did not start within 30 s"
-            time.sleep(0.1)
+        _, held = cells_being_served(d, 4, 8)
         fifth = connect(d)
         try:
             fifth.sendall(request_bytes(d))
@@ -294,19 +301,7 @@ def test_clients_that_hung_up_while_served_leave_the_cap(tmp_path_factory):
                                            "--max-connections-per-client", "2"))
     held = []
     try:
-        sids = [d.create_session() for _ in range(2)]
-        d.http.close()
-        body = b'{"code": "import time; time.sleep(10)", "timeout": 30}'
-        for sid in sids:
-            s = connect(d)
-            s.sendall(f"POST /v1/sessions/{sid}/execute HTTP/1.1\r\nHost: {d.host}\r\n"
-                      f"Authorization: Bearer {d.token}\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            held.append(s)
-        deadline = time.monotonic() + 30
-        while not all(session_state(d, sid, source="127.0.0.2") == "busy" for sid in sids):
-            assert time.monotonic() < deadline, "the two cells did not start within 30 s"
-            time.sleep(0.1)
+        sids, held = cells_being_served(d, 2, 10)
         third = connect(d)
         try:
             third.sendall(request_bytes(d))
