@@ -189,10 +189,19 @@ def test_the_shells_names_are_not_saved(shell):
 
 
 def test_the_warm_up_cells_leave_no_history(shell):
+    import sys
+
     ok(shell, "first = 1")
+    hm = shell.ipython._shell.history_manager
     shell.warmup_begin()
     for _ in range(3):
         ok(shell, "'warm-up cell'")
+    # They take the history's path (so its first writes copy their pages then, not in the
+    # session's first cell) ...
+    assert hm.input_hist_raw[-1] == "'warm-up cell'" and len(hm.output_hist) == 3
     shell.warmup_end()
-    r = ok(shell, "(len(In), In[-1][:6], list(Out))")
-    assert r["result"] == "(3, '(len(I', [])"
+    # ... which is forgotten after, and the shell is back on the session's namespace.
+    assert len(hm.input_hist_raw) == 2 and not hm.output_hist
+    assert shell.ipython._shell.user_ns is sys.modules["__main__"].__dict__
+    r = ok(shell, "(len(In), In[-1][:6], list(Out), _i1)")
+    assert r["result"] == "(3, '(len(I', [], 'first = 1')"

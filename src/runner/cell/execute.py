@@ -98,8 +98,10 @@ def run_cell(code, stdin=None, env=None, cwd=None):
                 _call_enter(saved, stdin, env, cwd)
             ipython.begin_cell(sys.modules["__main__"], ns, n, _warm_saved is not None)
             has_value, value = _execute(code, n, ns)
-            if _warm_saved is None:  # warm-up cells leave no history (nor grow its lists)
-                ipython.end_cell(ns, n, has_value, value)
+            # Warm-up cells too (their history is forgotten in warmup_end): the first write to
+            # the history's lists copies pages shared with the zygote, in the warm-up, not in
+            # the session's first cell.
+            ipython.end_cell(ns, n, has_value, value)
             if has_value and value is not None:
                 ns["_"] = value
                 reply["result"], rich = _represent(value)
@@ -234,8 +236,7 @@ def _execute(code, n, ns):
     tree, source = _parse(ast, code, filename)
     if source is not code:
         lines = _source_lines(source)
-    if _warm_saved is None:
-        ipython.store_input(ns, n, source)
+    ipython.store_input(ns, n, source)
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     if ctx._allowed is not None:
         _import_check(ast, tree)
@@ -387,3 +388,6 @@ def warmup_end():
     ctx._cell_sources[:] = sources
     ctx._count, ctx._cell_sources_bytes = count, sources_bytes
     ipython.forget_history(count)
+    # The shell back on the session's namespace now, so that its first cell does not pay that.
+    ns = _user_namespace()
+    ipython.begin_cell(sys.modules["__main__"], ns, count)
