@@ -113,6 +113,18 @@ static const char *const mime_keys[][2] = {
         { "application/json", "json" },  { "application/javascript", "javascript" },
 };
 
+/* A text/plain value as E2B's server gives it in "text": one in single quotes (how Python and
+ * Node print a string) loses them. New reference. */
+static json_t *e2b_text(json_t *value)
+{
+        const char *s = json_string_value(value);
+        size_t n = json_string_length(value);
+
+        if (s && n >= 2 && s[0] == '\'' && s[n - 1] == '\'')
+                return json_stringn(s + 1, n - 2);
+        return json_incref(value);
+}
+
 json_t *e2b_result_event(const json_t *data, bool is_main)
 {
         json_t *ev = json_pack("{s:s, s:b}", "type", "result", "is_main_result", is_main);
@@ -126,7 +138,9 @@ json_t *e2b_result_event(const json_t *data, bool is_main)
                 for (size_t i = 0; i < sizeof(mime_keys) / sizeof(mime_keys[0]); i++)
                         if (strcmp(mime, mime_keys[i][0]) == 0)
                                 key = mime_keys[i][1];
-                if (json_object_set(ev, key, value) < 0) {
+                if (json_object_set_new(ev, key,
+                                        strcmp(key, "text") == 0 ? e2b_text(value)
+                                                                 : json_incref(value)) < 0) {
                         json_decref(ev);
                         return NULL;
                 }
@@ -163,8 +177,8 @@ json_t *e2b_execution_events(const json_t *result, size_t shown)
         /* A plain value (a number, a string) has no rich output: its repr is the main result,
          * as a Jupyter kernel's execute_result with text/plain only. */
         if (!main_sent && json_is_string(value))
-                r |= append(events, json_pack("{s:s, s:O, s:b}", "type", "result", "text", value,
-                                              "is_main_result", true));
+                r |= append(events, json_pack("{s:s, s:o, s:b}", "type", "result", "text",
+                                              e2b_text((json_t *) value), "is_main_result", true));
         error = json_object_get(result, "error");
         if (json_is_object(error))
                 r |= append(

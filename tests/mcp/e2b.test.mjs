@@ -83,12 +83,12 @@ describe('the E2B SDK against airlock', () => {
 
     // Code runs in /work, which is /home/user of the files API.
     const seen = await sbx.runCode('open("data/in.csv").read().splitlines()[1]');
-    assert.equal(seen.text, "'1,2'", 'code reads what files.write wrote');
+    assert.equal(seen.text, '1,2', 'code reads what files.write wrote');
     await sbx.runCode('open("/work/out.txt", "w").write("made by code")');
     assert.equal(await sbx.files.read('/home/user/out.txt'), 'made by code');
     // /home/user inside the sandbox is /work too: code written for E2B names it so.
     const byName = await sbx.runCode('open("/home/user/data/in.csv").read().splitlines()[0]');
-    assert.equal(byName.text, "'a,b'", 'code opens /home/user/x where files.write put it');
+    assert.equal(byName.text, 'a,b', 'code opens /home/user/x where files.write put it');
     await sbx.runCode('open("/home/user/home.txt", "w").write("via /home/user")');
     assert.equal(await sbx.files.read('/home/user/home.txt'), 'via /home/user');
     const ls = await sbx.commands.run('ls /home/user/data', { cwd: '/home/user' });
@@ -171,7 +171,7 @@ describe('the E2B SDK against airlock', () => {
 
     const again = await Sandbox.connect(sbx.sandboxId);
     assert.equal((await again.getInfo()).state, 'running');
-    assert.equal((await again.runCode('kept')).text, "'still here'");
+    assert.equal((await again.runCode('kept')).text, 'still here');
 
     assert.equal(await sbx.isRunning(), true);
     assert.equal(await sbx.kill(), true);
@@ -207,7 +207,7 @@ describe('the E2B SDK against airlock', () => {
   test('runCode envs are for that call only; contexts keep their cwd; javascript where the profile allows it', async () => {
     const sbx = await create();
     const withEnv = await sbx.runCode('import os\nos.environ["ONLY_NOW"]', { envs: { ONLY_NOW: 'yes' } });
-    assert.equal(withEnv.text, "'yes'");
+    assert.equal(withEnv.text, 'yes');
     assert.equal((await sbx.runCode('"ONLY_NOW" in os.environ')).text, 'False', 'gone after the call');
     const bashEnv = await sbx.runCode('echo "$ONLY_NOW"', { language: 'bash', envs: { ONLY_NOW: 'b' } });
     assert.deepEqual(bashEnv.logs.stdout, ['b\n']);
@@ -215,14 +215,19 @@ describe('the E2B SDK against airlock', () => {
     await sbx.files.makeDir('/home/user/sub');
     const ctx = await sbx.createCodeContext({ cwd: '/home/user/sub' });
     assert.equal(ctx.cwd, '/home/user/sub');
-    assert.equal((await sbx.runCode('os.getcwd()', { context: ctx })).text, "'/work/sub'");
-    assert.equal((await sbx.runCode('os.getcwd()')).text, "'/work'", 'the session\'s own cwd is back');
+    assert.equal((await sbx.runCode('os.getcwd()', { context: ctx })).text, '/work/sub');
+    assert.equal((await sbx.runCode('os.getcwd()')).text, '/work', 'the session\'s own cwd is back');
     const inTmp = await sbx.commands.run('pwd', { cwd: '/tmp' });
     assert.equal(inTmp.stdout, '/tmp\n');
 
     const js = await sbx.runCode('const a = 6 * 7; console.log("from node"); a', { language: 'js' });
     assert.deepEqual(js.logs.stdout, ['from node\n']);
     assert.equal(js.text, '42');
+    // A string's text loses its single quotes, as E2B's server strips them, in every language;
+    // other quotes, and the native API's text, stay.
+    assert.equal((await sbx.runCode("'a' + 'b'", { language: 'js' })).text, 'ab');
+    assert.equal((await sbx.runCode('"it\'s"')).text, '"it\'s"');
+    assert.equal((await sbx.runCode("'x'")).text, 'x');
     const jsCtx = await sbx.createCodeContext({ language: 'javascript' });
     assert.equal(jsCtx.language, 'javascript');
     assert.equal((await sbx.runCode('a + 1', { context: jsCtx })).text, '43', 'state kept');

@@ -181,6 +181,33 @@ Test(e2b, execution_events)
         json_decref(result);
 }
 
+Test(e2b, text_loses_single_quotes_as_e2bs_server_strips_them)
+{
+        json_t *result = json_pack("{s:s, s:[], s:n, s:i}", "result", "'/home/user'", "outputs",
+                                   "error", "execution_count", 1);
+        json_t *events = e2b_execution_events(result, 0), *ev;
+        const char *cases[][2] = {
+                { "'ab'", "ab" },           { "''", "" },  { "'", "'" }, { "\"it's\"", "\"it's\"" },
+                { "'a' + 'b'", "a' + 'b" }, { "42", "42" }
+        };
+
+        cr_assert_not_null(events);
+        cr_assert_str_eq(json_string_value(json_object_get(json_array_get(events, 0), "text")),
+                         "/home/user");
+        json_decref(events);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                json_t *data =
+                        json_pack("{s:s, s:s}", "text/plain", cases[i][0], "text/html", "'kept'");
+                ev = e2b_result_event(data, true);
+                cr_assert_str_eq(json_string_value(json_object_get(ev, "text")), cases[i][1], "%s",
+                                 cases[i][0]);
+                cr_assert_str_eq(json_string_value(json_object_get(ev, "html")), "'kept'");
+                json_decref(ev);
+                json_decref(data);
+        }
+        json_decref(result);
+}
+
 Test(e2b, connect_codes_and_base64)
 {
         char *b;
