@@ -31,6 +31,7 @@ struct exec_stream {
         size_t n_shown;           /* the result's outputs already sent by format->display */
         bool done;                /* the worker queued its last event */
         bool closed;              /* the client is gone: output is dropped */
+        bool cut;                 /* the reply ends with an error, not its proper end */
         int rc;                   /* the worker's result, valid when done */
         struct airlock_error err; /* and its message */
         char carry[3][4];         /* a UTF-8 character cut between two chunks, per stream */
@@ -286,6 +287,16 @@ static void *stream_watcher(void *userdata)
         return NULL;
 }
 
+bool exec_stream_session_gone_locked(const struct exec_stream *st)
+{
+        return st->session && session_is_gone(st->session);
+}
+
+void exec_stream_cut_locked(struct exec_stream *st)
+{
+        st->cut = true;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct exec_stream *st = cls;
@@ -294,7 +305,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
         (void) pos;
         pthread_mutex_lock(&st->lock);
-        n = reply_queue_read_locked(&st->q, buf, max, st->done, st->closed, &took);
+        n = reply_queue_read_locked(&st->q, buf, max, st->done && !st->cut,
+                                    st->closed || (st->done && st->cut), &took);
         /* Room again for a cell whose output waits on a slow client. */
         if (took)
                 pthread_cond_broadcast(&st->cond);

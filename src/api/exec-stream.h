@@ -56,5 +56,11 @@ void exec_stream_push_line_locked(struct exec_stream *st, json_t *event);
 void *exec_stream_data(struct exec_stream *st);
 const char *exec_stream_session_id(const struct exec_stream *st);
 struct api_server *exec_stream_server(struct exec_stream *st);
+/* Whether the session the cell ran in ended or stopped while it ran (false for a one-shot). */
+bool exec_stream_session_gone_locked(const struct exec_stream *st);
+/* Ends the reply with an error once what is queued is sent: the connection is cut without
+ * the stream's proper end, so the client sees the request fail, as when the server it talks
+ * to goes away mid-answer. */
+void exec_stream_cut_locked(struct exec_stream *st);
 /* How many of the result's outputs (a prefix) display() already sent. */
 size_t exec_stream_outputs_shown(const struct exec_stream *st);

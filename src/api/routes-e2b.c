@@ -977,6 +977,13 @@ static void interp_end(struct exec_stream *st, int r, json_t *result,
 
         interp_flush_locked(st, 1);
         interp_flush_locked(st, 2);
+        if (exec_stream_session_gone_locked(st)) {
+                /* Killed (or timed out) while the cell ran: E2B's sandbox would be gone, and
+                 * the connection with it. The SDK's runCode rejects on a cut connection, asks
+                 * isRunning() (false now) and throws its "sandbox was killed" error. */
+                exec_stream_cut_locked(st);
+                return;
+        }
         if (r < 0) {
                 /* Past the start the status is sent: the failure is the execution's error. */
                 exec_stream_push_line_locked(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error",

@@ -1271,6 +1271,16 @@ int session_find(struct session_manager *mgr, const char *id, struct session **r
         return s ? 0 : -ENOENT;
 }
 
+bool session_is_gone(struct session *s)
+{
+        bool gone;
+
+        pthread_mutex_lock(&s->lock);
+        gone = s->phase == PHASE_GONE;
+        pthread_mutex_unlock(&s->lock);
+        return gone;
+}
+
 int session_lookup(struct session_manager *mgr, const char *id, struct session **ret_session,
                    struct airlock_error *err)
 {

@@ -173,6 +173,9 @@ int session_lookup(struct session_manager *mgr, const char *id, struct session *
 /* Finds a live session by id, never resuming one. Returns 0 with a new reference, or -ENOENT. */
 int session_find(struct session_manager *mgr, const char *id, struct session **ret_session);
 
+/* Whether s ended or stopped (killed, timed out, paused) since the reference was taken. */
+bool session_is_gone(struct session *s);
+
 /* Ends a session in any state: kills its processes, removes its cgroup, its workspace and
  * everything saved of it. Returns 0 or -ENOENT. An execution running in it ends with status
  * "killed" and state "lost". */

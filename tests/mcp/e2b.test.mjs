@@ -180,6 +180,26 @@ describe('the E2B SDK against airlock', () => {
     await assert.rejects(Sandbox.connect(sbx.sandboxId), sdk.NotFoundError);
   });
 
+  test('a sandbox killed while runCode streams makes the call reject with E2B\'s error, at once', async () => {
+    const sbx = await create();
+    const seen = [];
+    let started;
+    const printed = new Promise((resolve) => { started = resolve; });
+    const running = sbx.runCode('import time\nprint("started", flush=True)\ntime.sleep(60)\n"not reached"',
+      { onStdout: (m) => { seen.push(m.line ?? String(m)); started(); } });
+    const outcome = running.then((e) => ({ resolved: e }), (e) => ({ rejected: e }));
+    await printed;
+    const killedAt = Date.now();
+    assert.equal(await Sandbox.kill(sbx.sandboxId), true);
+    const { resolved, rejected } = await outcome;
+    const after = Date.now() - killedAt;
+    assert.equal(resolved, undefined, `runCode resolved: ${JSON.stringify(resolved)}`);
+    assert.ok(rejected instanceof sdk.TimeoutError, `${rejected?.name}: ${rejected?.message}`);
+    assert.match(rejected.message, /sandbox was killed while the request was in progress/);
+    assert.ok(after < 1000, `rejected ${after} ms after the kill`);
+    assert.deepEqual(seen, ['started\n']);
+  });
+
   test('runCode and commands.run callbacks get output as it is produced, not when the cell ends', async () => {
     const sbx = await create();
     // Each callback notes when it came; the first must come well before the call returns (a
