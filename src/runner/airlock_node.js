@@ -9,6 +9,10 @@
 // --expose-internals): the same code the `node` REPL runs on Node 18 and 20, whose parser
 // (acorn) ships inside node itself, so nothing else needs to be installed. A SIGINT stops a
 // synchronous busy loop (breakOnSigint) or the wait for a pending promise.
+//
+// Static ESM import declarations (found by acorn, parsing the cell as a module) are taken out of
+// the cell, loaded with import() before it runs, and bound as session variables (var, so that a
+// cell may import again); `export` is dropped from declarations and lists, re-exports refused.
 'use strict';
 (() => {
   const fs = require('fs');
@@ -18,6 +22,8 @@
   const vm = require('vm');
   const Module = require('module');
   const { processTopLevelAwait } = require('internal/repl/await');
+  const acorn = require('internal/deps/acorn/acorn/dist/acorn');
+  const { pathToFileURL } = require('url');
 
   // Taken now: user code may replace any of them on the global object.
   const stringify = JSON.stringify;
@@ -138,12 +144,117 @@
     };
   }
 
+  // The error a cell's own code causes before it runs, shown as V8 would show it.
+  function cellError(name, message) {
+    const e = new Error(message);
+    e.name = name;
+    e.stack = `${name}: ${message}`;
+    return e;
+  }
+
+  // code with [start, end) replaced by text padded to the same length, its newlines kept, so that
+  // the cell's other lines and columns stay where the user wrote them.
+  function splice(code, start, end, text = '') {
+    let fill = text;
+    for (let i = start + text.length; i < end; i++) fill += code[i] === '\n' ? '\n' : ' ';
+    return code.slice(0, start) + fill + code.slice(end);
+  }
+
+  // The cell without its import declarations and export keywords, and the imports it asked for:
+  // [{source, names: [[local, imported | '*' | 'default']]}]. A cell that does not parse as a
+  // module is left alone (V8 then says what is wrong, or the cell was sloppy-mode script).
+  function moduleImports(code) {
+    const imports = [];
+    if (!/\b(import|export)\b/.test(code)) return { code, imports };
+    let tree;
+    try {
+      tree = acorn.parse(code, { ecmaVersion: 'latest', sourceType: 'module', allowHashBang: true, allowAwaitOutsideFunction: true });
+    } catch {
+      return { code, imports };
+    }
+    // Last to first, so that the positions of the earlier statements stay valid.
+    for (const node of tree.body.slice().reverse()) {
+      if (node.type === 'ImportDeclaration') {
+        const names = node.specifiers.map((sp) =>
+          sp.type === 'ImportDefaultSpecifier' ? [sp.local.name, 'default']
+            : sp.type === 'ImportNamespaceSpecifier' ? [sp.local.name, '*']
+              : [sp.local.name, sp.imported.type === 'Literal' ? sp.imported.value : sp.imported.name]);
+        imports.unshift({ source: node.source.value, names });
+        code = splice(code, node.start, node.end);
+      } else if (node.type === 'ExportAllDeclaration' || (node.type === 'ExportNamedDeclaration' && node.source)) {
+        throw cellError('SyntaxError', `a cell cannot re-export from '${node.source.value}': import what it needs instead`);
+      } else if (node.type === 'ExportNamedDeclaration') {
+        code = node.declaration ? splice(code, node.start, node.declaration.start) : splice(code, node.start, node.end);
+      } else if (node.type === 'ExportDefaultDeclaration') {
+        const d = node.declaration;
+        const named = (d.type === 'FunctionDeclaration' || d.type === 'ClassDeclaration') && d.id;
+        // The expression stays the cell's value: `void 0, {a: 1}` is not a block.
+        code = splice(code, node.start, d.start, named ? '' : 'void 0,');
+      }
+    }
+    return { code, imports };
+  }
+
+  // import(specifier) as the cell's own import would do it: Node's loader first (node: built-ins,
+  // node_modules from the working directory up), then, for a package it does not find, the
+  // folders require() searches (NODE_PATH, the global ones).
+  async function load(source) {
+    try {
+      return await import(source);
+    } catch (e) {
+      if (e && e.code === 'ERR_MODULE_NOT_FOUND' && !/^[./]|^[a-z]+:/i.test(source)) {
+        let found = null;
+        try {
+          found = Module.createRequire(path.join(process.cwd(), '<repl>')).resolve(source);
+        } catch {}
+        if (found) return import(pathToFileURL(found).href);
+        // Node's message names an internal referrer ("imported from /work/[eval]").
+        throw cellError('Error', `Cannot find package '${source}': it is not a Node built-in, nor in the node_modules of ${process.cwd()} or a folder above it, nor in NODE_PATH or the global folders`);
+      }
+      throw e;
+    }
+  }
+
+  // Loads a cell's imports and declares their bindings in the session's scope, as var: a name a
+  // let or const of an earlier cell holds is refused by V8 ("has already been declared").
+  async function bindImports(imports, filename) {
+    const values = [];
+    const decls = [];
+    for (const imp of imports) {
+      const mod = await load(imp.source);
+      for (const [local, imported] of imp.names) {
+        let v;
+        if (imported === '*') v = mod;
+        else if (imported in mod) v = mod[imported];
+        else if (imported !== 'default' && mod.default && typeof mod.default === 'object' && imported in mod.default) v = mod.default[imported];
+        else throw cellError('SyntaxError', `The requested module '${imp.source}' does not provide an export named '${imported}'`);
+        decls.push(`${local} = globalThis[Symbol.for('airlock.imports')][${values.length}]`);
+        values.push(v);
+      }
+    }
+    if (!decls.length) return;
+    const key = Symbol.for('airlock.imports');
+    globalThis[key] = values;
+    try {
+      new vm.Script(`var ${decls.join(', ')};`, { filename }).runInThisContext();
+    } finally {
+      delete globalThis[key];
+    }
+  }
+
   async function run(req) {
     const filename = `<cell-${req.cell}>`;
     let code = String(req.code);
     let wrapped = null;
     let value;
 
+    try {
+      const cell = moduleImports(code);
+      code = cell.code;
+      if (cell.imports.length) await bindImports(cell.imports, filename);
+    } catch (e) {
+      return { status: 'error', result: null, error: errorOf(e) };
+    }
     if (/\bawait\b/.test(code)) {
       try {
         wrapped = processTopLevelAwait(code);
