@@ -26,6 +26,9 @@ packages=(
         # the JavaScript REPL of `language: "javascript"` (Debian 12: Node 18; nodesource's
         # nodejs package, Node 20, satisfies this too)
         nodejs
+        # the compiler of `language: "typescript"` cells (the REPL loads it from
+        # /usr/share/nodejs/typescript with the first one)
+        node-typescript
         # tests and checks
         libcriterion-dev python3-pytest python3-requests clang-format
         # the dashboard's tests (tests/ui): a real headless browser, and a font to draw with

@@ -325,13 +325,16 @@ int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_roo
         v = json_object_get(root, "language");
         if (v) {
                 out.language = json_string_value(v);
+                if (strcmp(out.language, "ts") == 0)
+                        out.language = "typescript";
                 if (strcmp(out.language, "python") != 0 && strcmp(out.language, "bash") != 0 &&
-                    strcmp(out.language, "javascript") != 0) {
+                    strcmp(out.language, "javascript") != 0 &&
+                    strcmp(out.language, "typescript") != 0) {
                         char excerpt[80];
                         key_excerpt(out.language, excerpt, sizeof(excerpt));
                         r = body_fail(err, "language",
-                                      "field 'language' must be \"python\", \"bash\" or "
-                                      "\"javascript\", not \"%s\"",
+                                      "field 'language' must be \"python\", \"bash\", "
+                                      "\"javascript\" or \"typescript\" (\"ts\"), not \"%s\"",
                                       excerpt);
                         goto fail;
                 }

@@ -52,7 +52,7 @@ int body_parse_object(const char *buf, size_t len, bool empty_ok, const struct b
 #define BODY_CWD_MAX 4096
 struct exec_body {
         const char *code;
-        const char *language;   /* "python" (default), "bash" or "javascript" */
+        const char *language;   /* "python" (default), "bash", "javascript" or "typescript" */
         const char *profile;    /* one_shot only; NULL = the default profile */
         uint64_t timeout_ms;    /* 0 = the profile's (or the session's timeout_s) */
         const char *stdin_text; /* NULL = empty */

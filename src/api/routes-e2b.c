@@ -1077,6 +1077,8 @@ static const char *cell_language(const char *language)
                 return "bash";
         if (strcmp(language, "javascript") == 0 || strcmp(language, "js") == 0)
                 return "javascript";
+        if (strcmp(language, "typescript") == 0 || strcmp(language, "ts") == 0)
+                return "typescript";
         return NULL;
 }
 
@@ -1118,8 +1120,9 @@ int api_handle_e2b_execute(struct api_request *req)
         }
         if (!cell_language(language)) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
-                              "airlock does not offer the language '%.32s': python, bash and "
-                              "javascript (js, where the sandbox's profile allows it) are offered",
+                              "airlock does not offer the language '%.32s': python, bash, "
+                              "javascript (js) and typescript (ts), where the sandbox's profile "
+                              "allows it, are offered",
                               language);
                 json_decref(root);
                 return r;
@@ -1181,7 +1184,7 @@ int api_handle_e2b_context_create(struct api_request *req)
         if (!cell_language(language)) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
                               "airlock does not offer contexts of the language '%.32s': python, "
-                              "bash and javascript (js) are offered",
+                              "bash, javascript (js) and typescript (ts) are offered",
                               language);
                 json_decref(root);
                 return r;

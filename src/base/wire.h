@@ -5,7 +5,7 @@
  * Requests (driver -> runner), each an object with "op":
  *   {"op":"init", "profile":"name", "imports":[...]|null, "policy":"none"|"restricted",
  *    "preload":[...], "output_max":n, "memory_bytes":n}      -> {"op":"ready"} or {"op":"fatal"}
- *   {"op":"exec", "language":"python"|"bash"|"javascript", "code":"..."}
+ *   {"op":"exec", "language":"python"|"bash"|"javascript"|"typescript", "code":"..."}
  *                                                              -> {"op":"result", ...}
  * The runner answers {"op":"fatal","message":"..."} when it cannot go on, then exits.
  * The daemon's requests to a session's runner also carry "id", 16 random hex characters, which

@@ -24,8 +24,10 @@ static const char exec_help[] =
         "\n"
         "  -s, --session ID      run in this session (see `airlock sessions`)\n"
         "  -p, --profile NAME    profile for a one-shot run; default: default\n"
-        "  -l, --language LANG   python, bash or javascript; default: from the file name\n"
-        "                        (.sh -> bash, .js/.mjs -> javascript), else python\n"
+        "  -l, --language LANG   python, bash, javascript or typescript (ts);\n"
+        "                        default: from the file name\n"
+        "                        (.sh -> bash, .js/.mjs -> javascript,\n"
+        "                        .ts/.mts -> typescript), else python\n"
         "      --timeout S       wall-clock limit (e.g. 5, 1.5s, 250ms; at most 1h);\n"
         "                        default: the profile's\n"
         "      --output DIR      where rich outputs (figures, HTML) are saved; default:\n"
@@ -104,14 +106,15 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
                         break;
                 case 'l':
                         if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0 &&
-                            strcmp(optarg, "javascript") != 0) {
+                            strcmp(optarg, "javascript") != 0 &&
+                            strcmp(optarg, "typescript") != 0 && strcmp(optarg, "ts") != 0) {
                                 fprintf(stderr,
-                                        "airlock exec: --language must be python, bash or "
-                                        "javascript, not '%s'\n",
+                                        "airlock exec: --language must be python, bash, "
+                                        "javascript or typescript, not '%s'\n",
                                         optarg);
                                 return -EINVAL;
                         }
-                        a->language = optarg;
+                        a->language = strcmp(optarg, "ts") == 0 ? "typescript" : optarg;
                         break;
                 case OPT_TIMEOUT:
                         if (parse_duration_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms == 0 ||
@@ -167,6 +170,9 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
                               : (n > 3 && strcmp(a->file + n - 3, ".js") == 0) ||
                                               (n > 4 && strcmp(a->file + n - 4, ".mjs") == 0)
                                       ? "javascript"
+                              : (n > 3 && strcmp(a->file + n - 3, ".ts") == 0) ||
+                                              (n > 4 && strcmp(a->file + n - 4, ".mts") == 0)
+                                      ? "typescript"
                                       : "python";
         }
         return 0;

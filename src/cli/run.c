@@ -32,8 +32,10 @@ static const char run_help[] =
         "\n"
         "  -p, --profile NAME    profile (default, minimal, data-science, visualization) or a\n"
         "                        path to a profile file; default: default\n"
-        "  -l, --language LANG   python, bash or javascript; default: from the file name\n"
-        "                        (.sh -> bash, .js/.mjs -> javascript), else python\n"
+        "  -l, --language LANG   python, bash, javascript or typescript (ts);\n"
+        "                        default: from the file name\n"
+        "                        (.sh -> bash, .js/.mjs -> javascript,\n"
+        "                        .ts/.mts -> typescript), else python\n"
         "      --timeout S       wall-clock limit in seconds (e.g. 5, 1.5, 250ms); default:\n"
         "                        the profile's\n"
         "      --memory SIZE     memory limit (e.g. 256MiB, 2GiB); default: the profile's\n"
@@ -91,14 +93,15 @@ static int parse_args(int argc, char **argv, struct run_args *a)
                         break;
                 case 'l':
                         if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0 &&
-                            strcmp(optarg, "javascript") != 0) {
+                            strcmp(optarg, "javascript") != 0 &&
+                            strcmp(optarg, "typescript") != 0 && strcmp(optarg, "ts") != 0) {
                                 fprintf(stderr,
-                                        "airlock run: --language must be python, bash "
-                                        "or javascript, not '%s'\n",
+                                        "airlock run: --language must be python, bash, "
+                                        "javascript or typescript, not '%s'\n",
                                         optarg);
                                 return -EINVAL;
                         }
-                        a->language = optarg;
+                        a->language = strcmp(optarg, "ts") == 0 ? "typescript" : optarg;
                         break;
                 case OPT_TIMEOUT:
                         if (parse_duration_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms == 0 ||
@@ -159,6 +162,9 @@ static int parse_args(int argc, char **argv, struct run_args *a)
                               : (n > 3 && strcmp(a->file + n - 3, ".js") == 0) ||
                                               (n > 4 && strcmp(a->file + n - 4, ".mjs") == 0)
                                       ? "javascript"
+                              : (n > 3 && strcmp(a->file + n - 3, ".ts") == 0) ||
+                                              (n > 4 && strcmp(a->file + n - 4, ".mts") == 0)
+                                      ? "typescript"
                                       : "python";
         }
         return 0;

@@ -285,7 +285,9 @@ bool profile_allows_language(const struct profile *p, const char *language)
                 return p->lang_python;
         if (strcmp(language, "bash") == 0)
                 return p->lang_bash;
-        if (strcmp(language, "javascript") == 0)
+        /* TypeScript comes with JavaScript and the other way round: the same REPL runs both,
+         * and any JavaScript is a TypeScript cell, so neither could be refused alone. */
+        if (strcmp(language, "javascript") == 0 || strcmp(language, "typescript") == 0)
                 return p->lang_javascript;
         return false;
 }
@@ -295,15 +297,18 @@ const char *profile_languages_text(const struct profile *p, char *buf, size_t si
         (void) snprintf(buf, size, "%s%s%s%s%s", p->lang_python ? "python" : "",
                         p->lang_python && p->lang_bash ? ", " : "", p->lang_bash ? "bash" : "",
                         p->lang_javascript && (p->lang_python || p->lang_bash) ? ", " : "",
-                        p->lang_javascript ? "javascript" : "");
+                        p->lang_javascript ? "javascript, typescript" : "");
         return buf;
 }
+
+#define LANGUAGE_NAMES "\"python\", \"bash\", \"javascript\" or \"typescript\""
 
 static int parse_languages(const struct parse_ctx *ctx, const json_t *v, struct profile *p)
 {
         static const char expected[] =
-                "a non-empty array of \"python\", \"bash\" and \"javascript\"";
+                "a non-empty array of \"python\", \"bash\", \"javascript\" and \"typescript\"";
         const json_t *item;
+        bool js = false, ts = false;
         size_t i;
 
         if (!json_is_array(v))
@@ -317,22 +322,25 @@ static int parse_languages(const struct parse_ctx *ctx, const json_t *v, struct 
 
                 (void) snprintf(key, sizeof(key), "languages[%zu]", i);
                 if (!json_is_string(item))
-                        return fail_type(ctx, key, "\"python\", \"bash\" or \"javascript\"", item);
+                        return fail_type(ctx, key, LANGUAGE_NAMES, item);
                 if (strcmp(json_string_value(item), "python") == 0)
                         flag = &p->lang_python;
                 else if (strcmp(json_string_value(item), "bash") == 0)
                         flag = &p->lang_bash;
                 else if (strcmp(json_string_value(item), "javascript") == 0)
-                        flag = &p->lang_javascript;
+                        flag = &js;
+                else if (strcmp(json_string_value(item), "typescript") == 0)
+                        flag = &ts;
                 else
-                        return fail(ctx, key,
-                                    "expected \"python\", \"bash\" or \"javascript\", got %s",
+                        return fail(ctx, key, "expected " LANGUAGE_NAMES ", got %s",
                                     quote(&q, json_string_value(item)));
                 if (*flag)
                         return fail(ctx, key, "%s is listed twice",
                                     quote(&q, json_string_value(item)));
                 *flag = true;
         }
+        /* Either one allows both (profile_allows_language()). */
+        p->lang_javascript = js || ts;
         return 0;
 }
 
@@ -1486,8 +1494,10 @@ json_t *profile_to_json(const struct profile *p)
                 json_array_append_new(langs, json_string("python"));
         if (p->lang_bash)
                 json_array_append_new(langs, json_string("bash"));
-        if (p->lang_javascript)
+        if (p->lang_javascript) {
                 json_array_append_new(langs, json_string("javascript"));
+                json_array_append_new(langs, json_string("typescript"));
+        }
         /* "none", as before there were policies, or the policy's object. */
         network = !p->network || p->network->mode == EGRESS_MODE_NONE
                           ? json_string("none")

@@ -80,7 +80,7 @@ struct profile {
         char *description;
         bool lang_python;
         bool lang_bash;
-        bool lang_javascript; /* a Node REPL (/usr/bin/node in the rootfs) */
+        bool lang_javascript; /* a Node REPL (/usr/bin/node in the rootfs), also typescript */
         char **preload;       /* NULL-terminated, never NULL */
         char **imports;       /* NULL-terminated, or NULL when any import is allowed */
         enum profile_policy policy;
@@ -100,12 +100,12 @@ struct profile {
 /* Fills *ret_limits with the defaults documented above. */
 void profile_limits_default(struct profile_limits *ret_limits);
 
-/* Whether the profile runs cells of language ("python", "bash" or "javascript"; NULL is
- * python). An unknown language is not allowed. */
+/* Whether the profile runs cells of language ("python", "bash", "javascript" or "typescript",
+ * which come together; NULL is python). An unknown language is not allowed. */
 bool profile_allows_language(const struct profile *p, const char *language);
 
 /* The profile's languages as text for messages, e.g. "python, bash". Writes into buf (at least
- * 32 bytes) and returns it. */
+ * 48 bytes) and returns it. */
 const char *profile_languages_text(const struct profile *p, char *buf, size_t size);
 
 /* Parses a profile from JSON text; name is the profile's name, source names the file in error

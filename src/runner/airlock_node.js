@@ -1,6 +1,6 @@
 // The JavaScript REPL of a session (node.c starts it with the first javascript cell): one Node
 // process whose global scope holds the session's variables. Cells come in on fd 3, one JSON line
-// each ({"code", "cell", "env"?, "cwd"?}), and each answer goes out on fd 4 as one JSON line
+// each ({"code", "cell", "ts"?, "env"?, "cwd"?}), and each answer goes out on fd 4 as one JSON line
 // ({"status", "result", "error"}). User output goes straight to fds 1 and 2, the sandbox's pipes.
 //
 // A cell is a vm.Script run in this context, so that top-level let/const/class/function stay
@@ -13,6 +13,10 @@
 // Static ESM import declarations (found by acorn, parsing the cell as a module) are taken out of
 // the cell, loaded with import() before it runs, and bound as session variables (var, so that a
 // cell may import again); `export` is dropped from declarations and lists, re-exports refused.
+//
+// A cell with {"ts": true} is TypeScript: Debian's compiler (TS_PATH, loaded with the first such
+// cell, not before: it costs half a second) transpiles it without a type check, and the
+// JavaScript it gives runs as any cell.
 'use strict';
 (() => {
   const fs = require('fs');
@@ -24,6 +28,8 @@
   const { processTopLevelAwait } = require('internal/repl/await');
   const acorn = require('internal/deps/acorn/acorn/dist/acorn');
   const { pathToFileURL } = require('url');
+  const TS_PATH = '/usr/share/nodejs/typescript';
+  let ts = null; // the TypeScript compiler, with the first TypeScript cell
 
   // Taken now: user code may replace any of them on the global object.
   const stringify = JSON.stringify;
@@ -152,6 +158,41 @@
     return e;
   }
 
+  // TypeScript to JavaScript, with types and interfaces erased and imports kept as written (for
+  // moduleImports). Only syntax errors fail a cell: the compiler checks no types here.
+  function transpile(code, filename) {
+    if (!ts) {
+      try {
+        ts = require(TS_PATH);
+      } catch (e) {
+        throw cellError('Error', `typescript needs Debian's TypeScript compiler (${TS_PATH}, apt-get install node-typescript), which this profile's root filesystem lacks: ${e.message}`);
+      }
+    }
+    const out = ts.transpileModule(code, {
+      fileName: 'cell.ts',
+      reportDiagnostics: true,
+      compilerOptions: {
+        target: ts.ScriptTarget.ES2022,
+        module: ts.ModuleKind.ESNext,
+        moduleDetection: ts.ModuleDetectionKind.Force,
+        preserveValueImports: true,
+        isolatedModules: true,
+        esModuleInterop: true,
+        jsx: ts.JsxEmit.Preserve,
+      },
+    });
+    const bad = (out.diagnostics || []).find((d) => d.category === ts.DiagnosticCategory.Error);
+    if (bad) {
+      let where = '';
+      if (bad.file && typeof bad.start === 'number') {
+        const { line, character } = bad.file.getLineAndCharacterOfPosition(bad.start);
+        where = ` (${filename}:${line + 1}:${character + 1})`;
+      }
+      throw cellError('SyntaxError', ts.flattenDiagnosticMessageText(bad.messageText, '\n') + where);
+    }
+    return out.outputText.replace(/\n?\/\/# sourceMappingURL=.*$/, '');
+  }
+
   // code with [start, end) replaced by text padded to the same length, its newlines kept, so that
   // the cell's other lines and columns stay where the user wrote them.
   function splice(code, start, end, text = '') {
@@ -249,6 +290,7 @@
     let value;
 
     try {
+      if (req.ts) code = transpile(code, filename);
       const cell = moduleImports(code);
       code = cell.code;
       if (cell.imports.length) await bindImports(cell.imports, filename);

@@ -1,11 +1,11 @@
-/* The javascript language: one Node REPL per session, started with the first javascript cell (a
- * session that never runs JavaScript never pays for Node), in the same sandbox as Python and
- * bash, as a child of the runner in its own process group. The REPL is airlock_node.js, compiled
- * into this binary and given to `node -e`; cells go to it on its fd 3 and its answers come back
- * on its fd 4, one JSON line each, while its output goes straight to the sandbox's pipes. A
- * SIGINT to the runner (interrupt, timeout) is passed to the REPL's process group; a REPL that
- * does not answer within NODE_INTERRUPT_WAIT_MS (a busy loop after an await, where Node cannot
- * be interrupted) is killed, and only its JavaScript variables are lost. */
+/* The javascript and typescript languages: one Node REPL per session, started with the first
+ * javascript cell (a session that never runs JavaScript never pays for Node), in the same sandbox
+ * as Python and bash, as a child of the runner in its own process group. The REPL is
+ * airlock_node.js, compiled into this binary and given to `node -e`; cells go to it on its fd 3 and
+ * its answers come back on its fd 4, one JSON line each, while its output goes straight to the
+ * sandbox's pipes. A SIGINT to the runner (interrupt, timeout) is passed to the REPL's process
+ * group; a REPL that does not answer within NODE_INTERRUPT_WAIT_MS (a busy loop after an await,
+ * where Node cannot be interrupted) is killed, and only its JavaScript variables are lost. */
 #include "runner.h"
 
 #include "base/cleanup.h"
@@ -248,8 +248,8 @@ static int node_start(void)
         return 0;
 }
 
-/* The line sent for one cell: {"code", "cell", "env"?, "cwd"?} (env and cwd, where the request
- * has them, apply to this cell only). */
+/* The line sent for one cell: {"code", "cell", "ts"?, "env"?, "cwd"?} (ts: a typescript cell,
+ * which the REPL transpiles; env and cwd, where the request has them, apply to this cell only). */
 static char *cell_line(const char *code, json_t *req)
 {
         _cleanup_(json_decrefp) json_t *o = NULL;
@@ -263,6 +263,8 @@ static char *cell_line(const char *code, json_t *req)
                 (void) json_object_set(o, "env", env);
         if (json_is_string(cwd))
                 (void) json_object_set(o, "cwd", cwd);
+        if (strcmp(json_string_value(json_object_get(req, "language")) ?: "", "typescript") == 0)
+                (void) json_object_set(o, "ts", json_true());
         text = json_dumps(o, JSON_COMPACT);
         if (!text)
                 return NULL;

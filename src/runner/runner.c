@@ -642,7 +642,8 @@ static json_t *handle_exec(json_t *req)
 
         if (!code)
                 return json_pack("{s:s, s:s}", "op", "fatal", "message", "exec without code");
-        if (language && (strcmp(language, "bash") == 0 || strcmp(language, "javascript") == 0)) {
+        if (language && (strcmp(language, "bash") == 0 || strcmp(language, "javascript") == 0 ||
+                         strcmp(language, "typescript") == 0)) {
                 /* The files manifest is the cell module's, also for bash and JavaScript cells. */
                 _cleanup_pydecref_ PyObject *snap = NULL, *changed = NULL;
                 snap = PyObject_CallMethod(cell_module, "files_snapshot", NULL);

@@ -29,7 +29,8 @@ char *shell_export_state(void);
 void shell_set_restore(const char *script);
 
 /* Runs code in the session's JavaScript REPL (node.c), starting one first when none runs; req
- * (borrowed) is the exec request, whose "env" and "cwd" apply to this cell only. Output goes to
+ * (borrowed) is the exec request, whose "env" and "cwd" apply to this cell only and whose
+ * "language" "typescript" has the REPL transpile the code first. Output goes to
  * the runner's fds 1 and 2. Returns a new result object {"status","result","exit_code","error"}
  * (caller decrefs), or NULL when out of memory. */
 json_t *node_run(const char *code, json_t *req);

@@ -71,7 +71,7 @@ struct exec_tools {
 #define EXEC_TOOLS_REQUEST_MAX WIRE_TOOL_REQUEST_MAX
 
 struct exec_request {
-        const char *language; /* "python", "bash" or "javascript" */
+        const char *language; /* "python", "bash", "javascript" or "typescript" */
         const char *code;
         uint64_t timeout_ms;          /* 0: the profile's limit */
         const struct exec_sink *sink; /* optional */

@@ -1082,11 +1082,13 @@ static int check_call(const struct exec_request *req, struct airlock_error *err)
         const char *name;
         json_t *value;
 
-        if (req->stdin_text && req->language && strcmp(req->language, "javascript") == 0)
+        if (req->stdin_text && req->language &&
+            (strcmp(req->language, "javascript") == 0 || strcmp(req->language, "typescript") == 0))
                 return airlock_error_set(err, -EINVAL,
-                                         "stdin: javascript cells have no standard input (their "
+                                         "stdin: %s cells have no standard input (their "
                                          "REPL reads its cells from it); pass the text in the "
-                                         "code or in a file");
+                                         "code or in a file",
+                                         req->language);
         if (req->stdin_text && strlen(req->stdin_text) > EXEC_STDIN_MAX)
                 return airlock_error_set(err, -EINVAL, "stdin: at most %u bytes", EXEC_STDIN_MAX);
         if (req->env && !json_is_object(req->env))
@@ -2025,9 +2027,11 @@ static int check_request(const struct profile *p, const struct exec_request *req
         char langs[64];
 
         if (req->language && strcmp(req->language, "python") != 0 &&
-            strcmp(req->language, "bash") != 0 && strcmp(req->language, "javascript") != 0)
+            strcmp(req->language, "bash") != 0 && strcmp(req->language, "javascript") != 0 &&
+            strcmp(req->language, "typescript") != 0)
                 return airlock_error_set(err, -EINVAL,
-                                         "language: expected python, bash or javascript");
+                                         "language: expected python, bash, javascript or "
+                                         "typescript");
         if (!profile_allows_language(p, req->language))
                 return airlock_error_set(err, -EINVAL,
                                          "language: profile '%s' does not allow %s (its "

@@ -23,20 +23,20 @@ def test_esm_import_forms(daemon, sessions):
     sid = sessions.new()
     ok(cell(daemon, sid, "open('/work/in.txt', 'w').write('from a file')", "python"))
     out = ok(cell(daemon, sid, "import fs from 'node:fs';\n"
-                 "import { readFileSync } from 'fs';\n"
-                 "import * as path from 'path';\n"
-                 "import os, { cpus } from 'os';\n"
-                 "import 'node:util';\n"
-                 "// import nothing from 'a comment'\n"
-                 "const s = \"import x from 'a string'\";\n"
-                 "[fs.readFileSync('/work/in.txt', 'utf8'), readFileSync('in.txt', 'utf8'),\n"
-                 " path.join('a', 'b'), typeof os.cpus, typeof cpus, s]", "javascript"))
+                  "import { readFileSync } from 'fs';\n"
+                  "import * as path from 'path';\n"
+                  "import os, { cpus } from 'os';\n"
+                  "import 'node:util';\n"
+                  "// import nothing from 'a comment'\n"
+                  "const s = \"import x from 'a string'\";\n"
+                  "[fs.readFileSync('/work/in.txt', 'utf8'), readFileSync('in.txt', 'utf8'),\n"
+                  " path.join('a', 'b'), typeof os.cpus, typeof cpus, s]", "javascript"))
     assert out["result"] == ("[\n  'from a file',\n  'from a file',\n  'a/b',\n  'function',\n"
                              "  'function',\n  \"import x from 'a string'\"\n]"), out
     # The bindings stay in the session's scope, and a cell may import the same names again.
     assert ok(cell(daemon, sid, "path.basename('/x/y.txt')", "javascript"))["result"] == "'y.txt'"
     assert ok(cell(daemon, sid, "import path from 'node:path'; path.sep",
-                  "javascript"))["result"] == "'/'"
+                   "javascript"))["result"] == "'/'"
 
 
 def test_import_of_a_package_in_work_node_modules(daemon, sessions):
@@ -55,8 +55,8 @@ def test_import_of_a_package_in_work_node_modules(daemon, sessions):
            "'export default function twice(x) { return 2 * x }\\nexport const kind = \"esm\";')\n",
            "python"))
     out = ok(cell(daemon, sid, "import greet, { hello } from 'greet';\n"
-                 "import twice, { kind } from 'esm-only';\n"
-                 "[hello('js'), greet.answer, twice(21), kind]", "javascript"))
+                  "import twice, { kind } from 'esm-only';\n"
+                  "[hello('js'), greet.answer, twice(21), kind]", "javascript"))
     assert out["result"] == "[ 'hello js', 42, 42, 'esm' ]"
     err = failed(cell(daemon, sid, "import { nothing } from 'greet'", "javascript"))
     assert err["name"] == "SyntaxError"
@@ -69,7 +69,7 @@ def test_import_of_a_package_in_work_node_modules(daemon, sessions):
 def test_exports_are_dropped_and_reexports_refused(daemon, sessions):
     sid = sessions.new()
     ok(cell(daemon, sid, "export const exported = 5;\nexport function f() { return 6 }",
-           "javascript"))
+            "javascript"))
     assert ok(cell(daemon, sid, "exported + f()", "javascript"))["result"] == "11"
     assert ok(cell(daemon, sid, "export default { a: 1 }", "javascript"))["result"] == "{ a: 1 }"
     err = failed(cell(daemon, sid, "export * from 'fs'", "javascript"))

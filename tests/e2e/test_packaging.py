@@ -357,7 +357,7 @@ def complete(*words, env=None):
     (["serve", "--state-d"], ["--state-dir"]),
     (["sessions", "st"], ["stop"]),
     (["sessions", ""], ["fork", "list", "new", "resume", "rm", "stop"]),
-    (["exec", "-l", ""], ["bash", "javascript", "python"]),
+    (["exec", "-l", ""], ["bash", "javascript", "python", "typescript"]),
     (["run", "--isolation", "n"], ["namespaces", "none"]),
     (["cp", "--rec"], ["--recursive"]),
     (["tenants", ""], ["add", "list", "revoke", "rotate", "set", "show"]),

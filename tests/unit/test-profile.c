@@ -246,14 +246,32 @@ Test(parse, javascript_language)
                      0, "%s", err.msg);
         cr_expect(p->lang_javascript && p->lang_bash && !p->lang_python);
         cr_expect(profile_allows_language(p, "javascript"));
+        cr_expect(profile_allows_language(p, "typescript"), "typescript comes with javascript");
         cr_expect(profile_allows_language(p, "bash"));
         cr_expect_not(profile_allows_language(p, NULL), "NULL is python");
         cr_expect_not(profile_allows_language(p, "ruby"));
-        cr_expect_str_eq(profile_languages_text(p, buf, sizeof(buf)), "bash, javascript");
+        cr_expect_str_eq(profile_languages_text(p, buf, sizeof(buf)),
+                         "bash, javascript, typescript");
         p = profile_free(p);
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"typescript\"]}", &p, &err),
+                     0, "%s", err.msg);
+        cr_expect(profile_allows_language(p, "typescript"));
+        cr_expect(profile_allows_language(p, "javascript"), "javascript comes with typescript");
+        p = profile_free(p);
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"javascript\", "
+                           "\"typescript\"]}",
+                           &p, &err),
+                     0, "%s", err.msg);
+        p = profile_free(p);
+        cr_expect_neq(parse("{\"description\": \"d\", \"languages\": [\"typescript\", "
+                            "\"typescript\"]}",
+                            &p, &err),
+                      0);
+        cr_expect(strstr(err.msg, "listed twice"), "%s", err.msg);
         cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"python\"]}", &p, &err), 0,
                      "%s", err.msg);
         cr_expect_not(profile_allows_language(p, "javascript"));
+        cr_expect_not(profile_allows_language(p, "typescript"));
         cr_expect_str_eq(profile_languages_text(p, buf, sizeof(buf)), "python");
 }
 
