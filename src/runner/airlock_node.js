@@ -42,6 +42,18 @@
   const REPLY_FD = 4;
   let pending = null; // resolve() of the cell awaiting its promise, for SIGINT
 
+  // The image's global packages join require()'s global folders: Debian's node-* packages
+  // (/usr/share/nodejs, /usr/lib/nodejs, which Debian's own node searches but nodesource's does
+  // not) and npm's -g folders. NODE_PATH is set only while Node reads it, so that the user's
+  // environment, and the processes it starts, stay as given.
+  {
+    const given = process.env.NODE_PATH;
+    const global = ['/usr/share/nodejs', '/usr/lib/nodejs', '/usr/lib/node_modules', '/usr/local/lib/node_modules'];
+    process.env.NODE_PATH = [given, ...global].filter(Boolean).join(path.delimiter);
+    Module._initPaths();
+    if (given === undefined) delete process.env.NODE_PATH;
+    else process.env.NODE_PATH = given;
+  }
   globalThis.require = Module.createRequire(path.join(process.cwd(), '<repl>'));
   globalThis.module = undefined;
 

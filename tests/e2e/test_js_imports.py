@@ -82,3 +82,15 @@ def test_import_over_an_earlier_const_is_refused(daemon, sessions):
     err = failed(cell(daemon, sid, "import fs from 'fs'", "javascript"))
     assert err["name"] == "SyntaxError" and "already been declared" in err["value"], err
     assert ok(cell(daemon, sid, "fs", "javascript"))["result"] == "1"
+
+
+@pytest.mark.skipif(not os.path.isfile("/usr/share/nodejs/typescript/package.json"),
+                    reason="needs a global package in the image: Debian's node-typescript")
+def test_import_and_require_of_a_global_package_of_the_image(daemon, sessions):
+    sid = sessions.new()
+    out = ok(cell(daemon, sid, "import ts from 'typescript';\n"
+                  "[typeof ts.transpileModule, typeof require('typescript').version]",
+                  "javascript"))
+    assert out["result"] == "[ 'function', 'string' ]", out
+    # NODE_PATH was set only while Node read it.
+    assert ok(cell(daemon, sid, "process.env.NODE_PATH", "javascript"))["result"] is None
