@@ -94,3 +94,17 @@ def test_import_and_require_of_a_global_package_of_the_image(daemon, sessions):
     assert out["result"] == "[ 'function', 'string' ]", out
     # NODE_PATH was set only while Node read it.
     assert ok(cell(daemon, sid, "process.env.NODE_PATH", "javascript"))["result"] is None
+
+
+def test_a_package_that_never_finishes_loading_times_out(daemon, sessions):
+    sid = sessions.new()
+    ok(cell(daemon, sid,
+            "import os\n"
+            "os.makedirs('/work/node_modules/spin', exist_ok=True)\n"
+            "open('/work/node_modules/spin/index.js', 'w').write('for (;;) {}')\n"
+            "kept = 'python state'", "python"))
+    out = daemon.execute(sid, "import 'spin'", language="javascript", timeout_s=2)
+    assert out["status"] == "timeout", out
+    assert out["state"] == "preserved", out
+    assert ok(cell(daemon, sid, "kept", "python"))["result"] == "'python state'"
+    assert ok(cell(daemon, sid, "1 + 1", "javascript"))["result"] == "2"
