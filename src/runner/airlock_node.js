@@ -30,6 +30,10 @@
   const { pathToFileURL } = require('url');
   const TS_PATH = '/usr/share/nodejs/typescript';
   let ts = null; // the TypeScript compiler, with the first TypeScript cell
+  // The source maps of the TypeScript cells, by cell number, so that a stack shows the lines the
+  // user wrote; the oldest go first past TS_MAPS_MAX (their frames keep JavaScript positions).
+  const tsMaps = new Map();
+  const TS_MAPS_MAX = 1000;
 
   // Taken now: user code may replace any of them on the global object.
   const stringify = JSON.stringify;
@@ -86,7 +90,21 @@
       last--;
     const head = lines.slice(0, last);
     // A frame of the user's code may sit below runtime frames (a callback): keep all then.
-    return (head.some((l) => /<cell-\d+>/.test(l)) ? head : lines).join('\n');
+    return tsPositions((head.some((l) => /<cell-\d+>/.test(l)) ? head : lines).join('\n'));
+  }
+
+  // <cell-N>:line:column of a TypeScript cell's JavaScript, as the line and column of its source.
+  function tsPositions(text) {
+    if (!tsMaps.size) return text;
+    return text.replace(/<cell-(\d+)>:(\d+):(\d+)/g, (all, n, line, col) => {
+      const map = tsMaps.get(Number(n));
+      let at = null;
+      try {
+        at = map && map.findEntry(Number(line) - 1, Number(col) - 1);
+      } catch {}
+      if (!at || typeof at.originalLine !== 'number') return all;
+      return `<cell-${n}>:${at.originalLine + 1}:${at.originalColumn + 1}`;
+    });
   }
 
   function errorOf(e) {
@@ -184,6 +202,7 @@
       fileName: 'cell.ts',
       reportDiagnostics: true,
       compilerOptions: {
+        sourceMap: true,
         target: ts.ScriptTarget.ES2022,
         module: ts.ModuleKind.ESNext,
         moduleDetection: ts.ModuleDetectionKind.Force,
@@ -202,7 +221,11 @@
       }
       throw cellError('SyntaxError', ts.flattenDiagnosticMessageText(bad.messageText, '\n') + where);
     }
-    return out.outputText.replace(/\n?\/\/# sourceMappingURL=.*$/, '');
+    let map = null;
+    try {
+      map = new Module.SourceMap(parse(out.sourceMapText));
+    } catch {}
+    return { code: out.outputText.replace(/\n?\/\/# sourceMappingURL=.*$/, ''), map };
   }
 
   // code with [start, end) replaced by text padded to the same length, its newlines kept, so that
@@ -302,7 +325,14 @@
     let value;
 
     try {
-      if (req.ts) code = transpile(code, filename);
+      if (req.ts) {
+        const t = transpile(code, filename);
+        code = t.code;
+        if (t.map) {
+          tsMaps.set(Number(req.cell), t.map);
+          if (tsMaps.size > TS_MAPS_MAX) tsMaps.delete(tsMaps.keys().next().value);
+        }
+      }
       const cell = moduleImports(code);
       code = cell.code;
       if (cell.imports.length) await bindImports(cell.imports, filename);

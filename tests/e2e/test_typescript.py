@@ -59,8 +59,11 @@ def test_syntax_error_is_the_cells_error(daemon, sessions):
     assert err["name"] == "SyntaxError"
     assert "Expression expected" in err["value"] and "<cell-1>:2:9" in err["value"], err
     # A runtime error keeps its name and message, as in JavaScript cells.
-    err = failed(cell(daemon, sid, "const o: any = null;\no.field", "typescript"))
+    err = failed(cell(daemon, sid, "interface Shape {\n  area: number;\n}\n\n"
+                           "const o: any = null;\no.field", "typescript"))
     assert err["name"] == "TypeError" and "null" in err["value"], err
+    # The stack shows the line the user wrote (6), not the transpiled JavaScript's (1).
+    assert "<cell-2>:6:" in err["traceback"], err
     # The session lives on.
     assert ok(cell(daemon, sid, "const a: number = 1; a", "ts"))["result"] == "1"
 
