@@ -1,7 +1,7 @@
 // TypeScript cells and ESM imports (issue 25) through real clients: the official E2B SDK
 // (@e2b/code-interpreter, unmodified: runCode with language "typescript" and "ts", a JavaScript
 // cell with `import fs from 'node:fs'`) and the official MCP SDK client (run_javascript with
-// language "typescript"). The daemon is this file's own (lib/e2b-sandboxes.mjs), stopped by its
+// language "typescript", over HTTP and stdio). The daemon is this file's own (lib/e2b-sandboxes.mjs), stopped by its
 // pid at the end; every sandbox a test made is killed.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 import { e2bSandboxes } from './lib/e2b-sandboxes.mjs';
-import { textOf } from './lib/env.mjs';
+import { connectStdio, textOf } from './lib/env.mjs';
 
 const TS = '/usr/share/nodejs/typescript/package.json';
 const skip = existsSync(TS)
@@ -72,15 +72,33 @@ describe('TypeScript cells and ESM imports', { skip }, () => {
     await assert.rejects(minimal.createCodeContext({ language: 'ts' }), /400/);
   });
 
-  test('MCP: run_javascript with language typescript', async () => {
-    const transport = new StreamableHTTPClientTransport(new URL('/mcp', e2b.daemon.url), {
-      requestInit: { headers: { Authorization: `Bearer ${e2b.daemon.token}` } },
-    });
-    const client = new Client({ name: 'airlock-tests', version: '1.0.0' }, { capabilities: {} });
-    await client.connect(transport);
+  // The daemon's /mcp, and `airlock mcp` over stdio with its in-process sandboxes.
+  const mcpTransports = [
+    {
+      name: 'streamable HTTP',
+      connect: async () => {
+        const transport = new StreamableHTTPClientTransport(new URL('/mcp', e2b.daemon.url), {
+          requestInit: { headers: { Authorization: `Bearer ${e2b.daemon.token}` } },
+        });
+        const client = new Client({ name: 'airlock-tests', version: '1.0.0' }, { capabilities: {} });
+        await client.connect(transport);
+        return {
+          client,
+          close: async () => {
+            await transport.terminateSession().catch(() => {});
+            await client.close();
+          },
+        };
+      },
+    },
+    { name: 'stdio (airlock mcp)', connect: () => connectStdio() },
+  ];
+
+  for (const t of mcpTransports) test(`MCP over ${t.name}: run_javascript with language typescript`, async () => {
+    const { client, close } = await t.connect();
     try {
       const tools = (await client.listTools()).tools;
-      const js = tools.find((t) => t.name === 'run_javascript');
+      const js = tools.find((tool) => tool.name === 'run_javascript');
       assert.deepEqual(js.inputSchema.properties.language.enum, ['javascript', 'typescript']);
       const call = (args) => client.callTool({ name: 'run_javascript', arguments: args });
 
@@ -99,8 +117,7 @@ describe('TypeScript cells and ESM imports', { skip }, () => {
       const wrong = await call({ code: '1', language: 'ruby' });
       assert.equal(wrong.isError, true, 'the schema allows javascript and typescript only');
     } finally {
-      await transport.terminateSession().catch(() => {});
-      await client.close();
+      await close();
     }
   });
 });
