@@ -125,22 +125,56 @@ static json_t *e2b_text(json_t *value)
         return json_incref(value);
 }
 
+/* The runner's JSON text of a chart, a DataFrame's data or application/json as the value E2B's
+ * server sends (an object, where IPython's kernel hands it one): parsed, or NULL when it is
+ * not JSON (then the key is left out, or for application/json the text stays). */
+static json_t *parsed(json_t *value)
+{
+        const char *s = json_string_value(value);
+
+        return s ? json_loadb(s, json_string_length(value), JSON_DECODE_ANY, NULL) : NULL;
+}
+
+static int set_mime(json_t *ev, json_t *extra, const char *mime, json_t *value)
+{
+        const char *key = NULL;
+        json_t *v;
+
+        for (size_t i = 0; i < sizeof(mime_keys) / sizeof(mime_keys[0]); i++)
+                if (strcmp(mime, mime_keys[i][0]) == 0)
+                        key = mime_keys[i][1];
+        if (strcmp(mime, E2B_CHART_MIME) == 0)
+                key = "chart";
+        else if (strcmp(mime, E2B_DATA_MIME) == 0)
+                key = "data";
+        if (key && (strcmp(key, "chart") == 0 || strcmp(key, "data") == 0)) {
+                v = parsed(value);
+                /* Not JSON: a runner bug or a user's own output under the name; left out. */
+                return v ? json_object_set_new(ev, key, v) : 0;
+        }
+        if (key && strcmp(key, "json") == 0 && (v = parsed(value)))
+                return json_object_set_new(ev, key, v);
+        if (key)
+                return json_object_set_new(
+                        ev, key, strcmp(key, "text") == 0 ? e2b_text(value) : json_incref(value));
+        /* Another MIME type: E2B's server puts it in "extra", which the Python SDK reads; the
+         * JavaScript SDK makes its extra of the keys it does not know, so it is there too. */
+        if (json_object_set(extra, mime, value) < 0)
+                return -ENOMEM;
+        return json_object_set(ev, mime, value);
+}
+
 json_t *e2b_result_event(const json_t *data, bool is_main)
 {
-        json_t *ev = json_pack("{s:s, s:b}", "type", "result", "is_main_result", is_main);
+        json_t *ev =
+                json_pack("{s:s, s:b, s:{}}", "type", "result", "is_main_result", is_main, "extra");
+        json_t *extra = json_object_get(ev, "extra"), *value;
         const char *mime;
-        json_t *value;
 
         if (!ev)
                 return NULL;
         json_object_foreach ((json_t *) data, mime, value) {
-                const char *key = mime;
-                for (size_t i = 0; i < sizeof(mime_keys) / sizeof(mime_keys[0]); i++)
-                        if (strcmp(mime, mime_keys[i][0]) == 0)
-                                key = mime_keys[i][1];
-                if (json_object_set_new(ev, key,
-                                        strcmp(key, "text") == 0 ? e2b_text(value)
-                                                                 : json_incref(value)) < 0) {
+                if (set_mime(ev, extra, mime, value) < 0) {
                         json_decref(ev);
                         return NULL;
                 }
@@ -177,8 +211,9 @@ json_t *e2b_execution_events(const json_t *result, size_t shown)
         /* A plain value (a number, a string) has no rich output: its repr is the main result,
          * as a Jupyter kernel's execute_result with text/plain only. */
         if (!main_sent && json_is_string(value))
-                r |= append(events, json_pack("{s:s, s:o, s:b}", "type", "result", "text",
-                                              e2b_text((json_t *) value), "is_main_result", true));
+                r |= append(events,
+                            json_pack("{s:s, s:o, s:b, s:{}}", "type", "result", "text",
+                                      e2b_text((json_t *) value), "is_main_result", true, "extra"));
         error = json_object_get(result, "error");
         if (json_is_object(error))
                 r |= append(

@@ -40,12 +40,18 @@ int e2b_work_path(const char *path, char *ret, size_t size, const char **ret_why
  * "default" profile; any other name is taken as a profile's name. Borrowed. */
 const char *e2b_template_profile(const char *template_id);
 
+/* The MIME types of the runner's outputs that carry E2B's chart of a matplotlib figure and a
+ * DataFrame's data, as JSON text (src/runner/cell/charts.py, docs/API.md). */
+#define E2B_CHART_MIME "application/vnd.airlock.chart+json"
+#define E2B_DATA_MIME "application/vnd.airlock.data+json"
+
 /* The code interpreter's events for an execution object of session.h (DESIGN.md section 4),
  * after its stdout and stderr were sent: one "result" per output (MIME types as E2B's keys:
- * text, html, markdown, svg, png, jpeg, pdf, latex, json, javascript; others under their MIME
- * type), the last expression's value as the main result when no output carries it, the
- * "error" {name, value, traceback}, "number_of_executions" and "end_of_execution". A new
- * array, NULL when out of memory. */
+ * text, html, markdown, svg, png, jpeg, pdf, latex, json, javascript; E2B_CHART_MIME and
+ * E2B_DATA_MIME as "chart" and "data", and application/json, parsed from their JSON text;
+ * others under their MIME type and in "extra", which every result has), the last expression's value
+ * as the main result when no output carries it, the "error" {name, value, traceback},
+ * "number_of_executions" and "end_of_execution". A new array, NULL when out of memory. */
 json_t *e2b_execution_events(const json_t *result, size_t shown);
 /* (shown: how many of the result's outputs were sent already, as the cell made them: their
  * "result" events are left out.) */

@@ -9,6 +9,7 @@ import OpenAI from 'openai';
 
 import { connectHttp, textOf } from './lib/env.mjs';
 import { answer, startFakeLLM, toolCalls } from './lib/fake-llm.mjs';
+import { startE2bSandbox } from './lib/e2b-sandbox.mjs';
 import { startGatewayDaemon } from './lib/gateway-daemon.mjs';
 
 // One cell of the dialect: a shell escape with {expr} expansion, a magic, an HTML display and a
@@ -26,20 +27,15 @@ const CELL = [
 ].join('\n');
 
 describe('the E2B SDK runs IPython cells', () => {
-  let daemon;
+  let env;
   let sbx;
 
   before(async () => {
-    daemon = await startGatewayDaemon({ flags: ['--pool-size', '1'] });
-    process.env.E2B_API_URL = `${daemon.url}/e2b/api`;
-    process.env.E2B_SANDBOX_URL = `${daemon.url}/e2b/sandbox`;
-    process.env.E2B_API_KEY = daemon.token;
-    const { Sandbox } = await import('@e2b/code-interpreter');
-    sbx = await Sandbox.create();
+    env = await startE2bSandbox({ flags: ['--pool-size', '1'] });
+    sbx = env.sbx;
   });
   after(async () => {
-    await sbx?.kill().catch(() => {});
-    await daemon?.stop();
+    await env?.stop();
   });
 
   test('escapes, magics and displays, each callback in the order the cell made it', async () => {

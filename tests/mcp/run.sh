@@ -10,9 +10,10 @@
 # fake model); and airlock's own JavaScript client, clients/js (client-js.test.mjs, daemons of
 # its own on TCP and on a unix socket; it also type-checks the client's declarations and
 # examples/agent-loop.ts with the pinned TypeScript and runs the compiled example); and the
-# official E2B SDK against /e2b (e2b.test.mjs, a daemon of its own); and IPython cells through the
-# E2B SDK, the MCP SDK client and the Responses API (ipython.test.mjs); and TypeScript cells and
-# static imports through the E2B SDK and the MCP SDK client (typescript.test.mjs). Installs
+# official E2B SDK against /e2b (e2b.test.mjs, and e2b-data.test.mjs for results' data and
+# charts: a daemon of its own each); and IPython cells through the E2B SDK, the MCP SDK client
+# and the Responses API (ipython.test.mjs); and TypeScript cells and static imports through the
+# E2B SDK and the MCP SDK client (typescript.test.mjs). Installs
 # the pinned packages (npm ci, from the npm cache when it can), starts a daemon on a free
 # loopback port with a temporary state directory and the token it creates
 # there, runs the node:test suites, then stops the daemon (by its pid) and removes what it made.
@@ -94,4 +95,4 @@ export AIRLOCK_PROXY_PORT=$proxy_port
 
 node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs \
         internal-tools.test.mjs containers.test.mjs responses.test.mjs client-js.test.mjs e2b.test.mjs \
-        ipython.test.mjs typescript.test.mjs
+        e2b-data.test.mjs ipython.test.mjs typescript.test.mjs

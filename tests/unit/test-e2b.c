@@ -181,6 +181,39 @@ Test(e2b, execution_events)
         json_decref(result);
 }
 
+Test(e2b, chart_data_json_and_extra_as_the_sdk_parses_them)
+{
+        json_t *data =
+                json_pack("{s:s, s:s, s:s, s:s, s:s}", "text/plain", "<Figure>", E2B_CHART_MIME,
+                          "{\"type\":\"line\",\"elements\":[]}", E2B_DATA_MIME, "{\"a\":[1,2]}",
+                          "application/json", "{\"k\":[true]}", "application/x-custom", "c");
+        json_t *ev = e2b_result_event(data, true), *bad;
+
+        cr_assert_not_null(ev);
+        cr_assert_str_eq(json_string_value(json_object_get(json_object_get(ev, "chart"), "type")),
+                         "line");
+        cr_assert_eq(json_array_size(json_object_get(json_object_get(ev, "data"), "a")), 2);
+        cr_assert(
+                json_is_true(json_array_get(json_object_get(json_object_get(ev, "json"), "k"), 0)));
+        cr_assert_str_eq(json_string_value(json_object_get(json_object_get(ev, "extra"),
+                                                           "application/x-custom")),
+                         "c");
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "application/x-custom")), "c");
+        cr_assert_null(json_object_get(ev, E2B_CHART_MIME));
+        cr_assert(json_is_true(json_object_get(ev, "is_main_result")));
+        json_decref(ev);
+
+        /* Not JSON: no chart; application/json that is not JSON stays text. */
+        bad = json_pack("{s:s, s:s}", E2B_CHART_MIME, "{nope", "application/json", "nope");
+        ev = e2b_result_event(bad, false);
+        cr_assert_null(json_object_get(ev, "chart"));
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "json")), "nope");
+        cr_assert_eq(json_object_size(json_object_get(ev, "extra")), 0);
+        json_decref(ev);
+        json_decref(bad);
+        json_decref(data);
+}
+
 Test(e2b, text_loses_single_quotes_as_e2bs_server_strips_them)
 {
         json_t *result = json_pack("{s:s, s:[], s:n, s:i}", "result", "'/home/user'", "outputs",

@@ -91,11 +91,12 @@ def enable():
     shell.register_magic_function(_pip_magic, "line", "pip")
     shell.register_magic_function(_matplotlib_magic, "line", "matplotlib")
     _register_figure_formatter(shell)
+    _register_chart_formatters(shell)
     _plain_formatter = shell.display_formatter.formatters["text/plain"]
     for kind in _PLAIN_TYPES:
         _plain_printers[kind] = _plain_formatter.type_printers.get(kind)
     # The shell's displayhook set _ to "": a session's first cell finds no _, as before.
-    if shell.user_ns.get("_") == "":
+    if isinstance(shell.user_ns.get("_"), str) and shell.user_ns["_"] == "":
         del shell.user_ns["_"]
     _drop_exiters(shell, shell.user_ns)
     _shell = shell
@@ -350,3 +351,29 @@ def _register_figure_formatter(shell):
         png.for_type(figure.Figure, _figure_png_for_formatter)
     else:
         png.for_type_by_name("matplotlib.figure", "Figure", _figure_png_for_formatter)
+
+
+def _register_chart_formatters(shell):
+    """Two formatters of IPython's display protocol for charts.py's MIME types: a Figure's
+    chart, a DataFrame's data. Registered by type name, so nothing is imported for them and a
+    value of another type costs a failed lookup."""
+    from IPython.core.formatters import BaseFormatter
+    from traitlets import ObjectName, Unicode
+
+    from . import charts
+
+    for mime, module, name, fn in (
+            (charts.CHART_MIME, "matplotlib.figure", "Figure", charts.figure_chart),
+            (charts.DATA_MIME, "pandas.core.frame", "DataFrame", charts.frame_data)):
+        class Formatter(BaseFormatter):
+            format_type = Unicode(mime)
+            print_method = ObjectName("_repr_airlock_none_")  # no object has it
+            _return_type = (str,)
+
+        formatter = Formatter(parent=shell.display_formatter)
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            formatter.for_type(getattr(loaded, name), fn)
+        else:
+            formatter.for_type_by_name(module, name, fn)
+        shell.display_formatter.formatters[mime] = formatter

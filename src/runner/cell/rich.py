@@ -2,6 +2,7 @@
 
 import sys
 
+from . import charts
 from . import context as ctx
 from .context import _flush_streams
 
@@ -82,6 +83,8 @@ def _rich_data(obj):
                 ctx._cell_figures.add(id(obj))
         except Exception as e:
             _note(f"cannot render figure: {type(e).__name__}: {e}")
+            return data
+        _add_chart(data, obj)
         return data
     bundle = _method(obj, "_repr_mimebundle_")
     if bundle is not None:
@@ -110,7 +113,18 @@ def _rich_data(obj):
             continue
         if v is not None:
             data[mime] = v
+    if charts.is_frame(obj):
+        frame = charts.frame_data(obj)
+        if frame is not None:
+            data[charts.DATA_MIME] = frame
     return data
+
+
+def _add_chart(data, fig):
+    """E2B's chart of a figure (charts.py), beside its PNG, when it has one."""
+    chart = charts.figure_chart(fig)
+    if chart is not None:
+        data[charts.CHART_MIME] = chart
 
 
 def display(*objs):
@@ -207,8 +221,9 @@ def _flush_figures(outputs):
             fig = plt.figure(num)
             if id(fig) in rendered:
                 continue
-            _add(outputs, {"data": {"image/png": _figure_png(fig), "text/plain": repr(fig)},
-                            "main": False})
+            data = {"image/png": _figure_png(fig), "text/plain": repr(fig)}
+            _add_chart(data, fig)
+            _add(outputs, {"data": data, "main": False})
         except Exception as e:
             _note(f"cannot render figure {num}: {type(e).__name__}: {e}")
     try:
