@@ -279,7 +279,8 @@ int api_handle_e2b_create(struct api_request *req)
                                                              .stop_after_ms = lifetime_s * 1000u,
                                                              .lifetime_s = lifetime_s,
                                                              .metadata = metadata,
-                                                             .env = env },
+                                                             .env = env,
+                                                             .home = "/home/user" },
                            &s, &err);
         env_free(env);
         if (r == -ENOENT) {
@@ -913,15 +914,16 @@ static void cell_data_free(void *data)
         free(d);
 }
 
-/* A cwd as the SDK names it, for a cell: below /home/user it is that place in /work; another
- * absolute path is taken as it is (the cell refuses one that is not a directory in the
- * sandbox). Returns 0, or -EINVAL with *ret_why (static). */
+/* A cwd as the SDK names it, for a cell: below /home/user (or /work, or relative) it is that
+ * place in /home/user, the workspace's mount that E2B's code expects to find itself in;
+ * another absolute path is taken as it is (the cell refuses one that is not a directory in
+ * the sandbox). Returns 0, or -EINVAL with *ret_why (static). */
 static int cell_cwd(const char *cwd, char *ret, size_t size, const char **ret_why)
 {
         char rel[ROUTE_PATH_MAX + 1];
 
         if (e2b_work_path(cwd, rel, sizeof(rel), ret_why) >= 0) {
-                if ((size_t) snprintf(ret, size, "/work%s%s", rel[0] ? "/" : "", rel) >= size)
+                if ((size_t) snprintf(ret, size, "/home/user%s%s", rel[0] ? "/" : "", rel) >= size)
                         return -EINVAL;
                 return 0;
         }

@@ -323,6 +323,27 @@ static int build_dev(const struct jail_config *cfg)
         return 0;
 }
 
+/* Binds the new root's /work at parent/dir (both made, below JAIL_NEWROOT). Mount flags are per
+ * mount, so the bind is set nosuid and nodev like /work itself (a bind copies them, but this
+ * does not rely on it). */
+static int bind_work_at(const char *parent, const char *dir)
+{
+        char src[4096], dst[4096];
+
+        P(src, "%s/work", JAIL_NEWROOT);
+        P(dst, "%s/%s", JAIL_NEWROOT, parent);
+        if (mkdir(dst, 0755) < 0)
+                return -errno;
+        P(dst, "%s/%s", JAIL_NEWROOT, dir);
+        if (mkdir(dst, 0755) < 0)
+                return -errno;
+        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                return -errno;
+        if (mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
 int mount_build_root(const struct jail_features *f, const struct jail_config *cfg,
                      const char **ret_step)
 {
@@ -417,34 +438,20 @@ int mount_build_root(const struct jail_features *f, const struct jail_config *cf
         if (mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 return -errno;
 
-        /* OpenAI's code interpreter keeps files in /mnt/data, and code written for it says so:
-         * the same tmpfs, bound there, so both names are one directory with one size cap.
-         * Mount flags are per mount, so the bind is set nosuid and nodev like /work itself
-         * (a bind copies them, but this does not rely on it). */
+        /* OpenAI's code interpreter keeps files in /mnt/data and E2B's sandboxes in
+         * /home/user, and code written for them says so: the same tmpfs, bound at both, so
+         * every name is one directory with one size cap, and a process in /home/user finds
+         * itself there (getcwd() says /home/user, as E2B's sandboxes do: docs/E2B.md). /home
+         * holds nothing else: the host's /home is never in the tree
+         * (tests/hostile/test_01_read_secrets.py). */
         *ret_step = "bind /work at /mnt/data";
-        P(src, "%s/work", JAIL_NEWROOT);
-        P(dst, "%s/mnt", JAIL_NEWROOT);
-        if (mkdir(dst, 0755) < 0)
-                return -errno;
-        P(dst, "%s/mnt/data", JAIL_NEWROOT);
-        if (mkdir(dst, 0755) < 0)
-                return -errno;
-        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-                return -errno;
-        if (mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
-                return -errno;
-
-        /* E2B's sandboxes keep their files in /home/user, and code written for them says so
-         * (docs/E2B.md): a symlink to /work in the read-only root, so both names are one
-         * directory, as /mnt/data is. /home holds nothing else: the host's /home is never
-         * in the tree (tests/hostile/test_01_read_secrets.py). */
-        *ret_step = "link /home/user to /work";
-        P(dst, "%s/home", JAIL_NEWROOT);
-        if (mkdir(dst, 0755) < 0)
-                return -errno;
-        P(dst, "%s/home/user", JAIL_NEWROOT);
-        if (symlink("/work", dst) < 0)
-                return -errno;
+        r = bind_work_at("mnt", "mnt/data");
+        if (r < 0)
+                return r;
+        *ret_step = "bind /work at /home/user";
+        r = bind_work_at("home", "home/user");
+        if (r < 0)
+                return r;
 
         *ret_step = cfg->runner_is_private ? "bind the runner" : "copy the runner";
         P(dst, "%s/.airlock", JAIL_NEWROOT);

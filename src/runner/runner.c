@@ -722,12 +722,13 @@ static json_t *handle_check_dir(json_t *req)
 }
 
 /* Adds variables to os.environ, which also sets them for the process (putenv), so bash and
- * subprocesses started later see them. The driver validated the names. */
+ * subprocesses started later see them. The driver validated the names. "home", when given,
+ * becomes the working directory, HOME and PWD (E2B's /home/user). */
 static json_t *handle_setenv(json_t *req)
 {
         _cleanup_pydecref_ PyObject *os = NULL, *environ = NULL;
         json_t *env = json_object_get(req, "env"), *v;
-        const char *k;
+        const char *k, *home = json_string_value(json_object_get(req, "home"));
         char msg[1024];
 
         os = PyImport_ImportModule("os");
@@ -741,6 +742,18 @@ static json_t *handle_setenv(json_t *req)
                         continue;
                 val = PyUnicode_FromString(json_string_value(v));
                 if (!val || PyMapping_SetItemString(environ, k, val) < 0)
+                        goto py_fail;
+        }
+        if (home) {
+                _cleanup_pydecref_ PyObject *val = NULL;
+                /* PWD too: bash's pwd trusts an inherited PWD that names the same directory,
+                 * and /work is the same directory as /home/user. */
+                if (chdir(home) < 0)
+                        return json_pack("{s:s, s:s+}", "op", "fatal", "message",
+                                         "cannot enter the session's home: ", strerror(errno));
+                val = PyUnicode_FromString(home);
+                if (!val || PyMapping_SetItemString(environ, "HOME", val) < 0 ||
+                    PyMapping_SetItemString(environ, "PWD", val) < 0)
                         goto py_fail;
         }
         return json_pack("{s:s}", "op", "ok");

@@ -242,6 +242,8 @@ static void restore_facts(struct session *s, json_t *row)
                         if (s->env && json_is_string(e))
                                 s->env[n++] = strdup(json_string_value(e));
         }
+        if (json_is_string(json_object_get(info, "home")))
+                s->home = strdup(json_string_value(json_object_get(info, "home")));
         s->code_tools = strv_from_json(json_object_get(info, "code_tools"));
         s->approved_tools = strv_from_json(json_object_get(info, "approved_tools"));
         session_network_restore(s, json_object_get(info, "network"));
@@ -349,7 +351,7 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         if (r >= 0)
                 session_network_bind(s, sb);
         if (r >= 0)
-                r = session_apply_env(sb, s->env, err);
+                r = session_apply_env(sb, s->env, s->home, err);
         if (r >= 0) {
                 pthread_mutex_lock(&s->save_lock);
                 r = snapshot_load(state_dir(mgr), id, sb, s->saved, &report, err);
@@ -678,7 +680,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                                                 parent->profile,
                                                 network_lost ? session_network_none() : network);
                 if (r >= 0)
-                        r = session_apply_env(sbs[made], parent->env, err);
+                        r = session_apply_env(sbs[made], parent->env, parent->home, err);
                 if (r >= 0 && site_first)
                         r = workspace_copy(parent->sb, sbs[made], err);
                 if (r < 0)
@@ -722,6 +724,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 c->exec_count = parent->exec_count;
                 memcpy(c->tenant, parent->tenant, sizeof(c->tenant));
                 c->env = parent->env ? strv_copy(parent->env) : NULL;
+                c->home = parent->home ? strdup(parent->home) : NULL;
                 c->code_tools = parent->code_tools ? strv_copy(parent->code_tools) : NULL;
                 c->approved_tools =
                         parent->approved_tools ? strv_copy(parent->approved_tools) : NULL;

@@ -1240,12 +1240,15 @@ static int exec_cwd_resolve(const struct sandbox *sb, const char *cwd, char **re
                         *ret_path = strdup(cwd);
                         return *ret_path ? 0 : -ENOMEM;
                 }
-                if (strncmp(cwd, "/work", 5) != 0 || (cwd[5] != '\0' && cwd[5] != '/'))
+                /* /home/user is /work's other name (a bind mount in the namespaces mode). */
+                size_t prefix = strncmp(cwd, "/home/user", 10) == 0 ? 10 : 5;
+                if ((prefix == 5 && strncmp(cwd, "/work", 5) != 0) ||
+                    (cwd[prefix] != '\0' && cwd[prefix] != '/'))
                         return airlock_error_set(err, -EINVAL,
                                                  "cwd: in the %s isolation mode only directories "
-                                                 "below /work may be given",
+                                                 "below /work or /home/user may be given",
                                                  jail_isolation_to_string(sb->mode));
-                rest = cwd[5] == '/' ? cwd + 6 : cwd + 5;
+                rest = cwd[prefix] == '/' ? cwd + prefix + 1 : cwd + prefix;
                 /* Mapped onto a host directory: a ".." would lead out of it, to the common
                  * parent of every session's /work. (A relative cwd has none: the API refused
                  * it.) */
@@ -1650,11 +1653,19 @@ int sandbox_warmup(struct sandbox *sb, unsigned *ret_cells, uint64_t *ret_faults
         return r;
 }
 
-int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *err)
+int sandbox_setenv(struct sandbox *sb, char *const *env, const char *home,
+                   struct airlock_error *err)
 {
-        json_t *obj = json_object();
+        _cleanup_free_ char *dir = NULL;
+        json_t *obj = NULL;
         int r;
 
+        if (home) {
+                r = exec_cwd_resolve(sb, home, &dir, err);
+                if (r < 0)
+                        return r;
+        }
+        obj = json_object();
         if (!obj)
                 return -ENOMEM;
         for (char *const *e = env; e && *e; e++) {
@@ -1666,8 +1677,9 @@ int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *e
                 name[eq - *e] = '\0';
                 json_object_set_new(obj, name, json_string(eq + 1));
         }
-        r = request_simple(sb, json_pack("{s:s, s:o}", "op", "setenv", "env", obj), "ok", 10000,
-                           err);
+        r = request_simple(sb,
+                           json_pack("{s:s, s:o, s:s?}", "op", "setenv", "env", obj, "home", dir),
+                           "ok", 10000, err);
         if (r < 0)
                 return airlock_error_set(err, r, "the runner did not accept the environment");
         return 0;

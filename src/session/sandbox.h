@@ -127,9 +127,12 @@ int sandbox_warmup(struct sandbox *sb, unsigned *ret_cells, uint64_t *ret_faults
                    struct airlock_error *err);
 
 /* Adds environment variables for code run from now on (Python's os.environ, and so bash and
- * subprocesses). env is a NULL-terminated "NAME=value" list, validated by the caller.
- * Returns 0 or -errno with err set. */
-int sandbox_setenv(struct sandbox *sb, char *const *env, struct airlock_error *err);
+ * subprocesses). env is a NULL-terminated "NAME=value" list, validated by the caller (may be
+ * NULL). home (NULL = leave it): the directory that becomes the working directory, HOME and
+ * PWD of the session's code, as an execute's cwd names it (in the process and none modes,
+ * /work and /home/user are the session's host directory). Returns 0 or -errno with err set. */
+int sandbox_setenv(struct sandbox *sb, char *const *env, const char *home,
+                   struct airlock_error *err);
 
 /* Host pid of the sandbox's first process, for reaching its root through /proc. */
 pid_t sandbox_pid(const struct sandbox *sb);

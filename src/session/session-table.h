@@ -50,6 +50,7 @@ struct session {
         bool dirty;        /* executions since the last save */
         uint64_t stop_after_ms;
         char **env; /* given at create, applied again on resume and fork */
+        char *home; /* the same: the working directory and HOME, NULL = /work */
         /* Code Mode (codemode.c), given at create, kept on stop and fork: the internal tools
          * its code may call (NULL = the profile's code_tools), and those of them that need
          * approval which a person approved for it. */
@@ -242,7 +243,9 @@ void session_store_info(struct session *s);
 /* Sets "metadata", "timeout_s" and "stops_at" of a session description o. */
 void session_describe_patchable(json_t *o, const json_t *metadata, uint64_t timeout_ms,
                                 time_t stops_at);
-int session_apply_env(struct sandbox *sb, char *const *env, struct airlock_error *err);
+/* Applies a session's env and home (both may be NULL) to sb, before its code runs. */
+int session_apply_env(struct sandbox *sb, char *const *env, const char *home,
+                      struct airlock_error *err);
 
 /* lifecycle.c */
 /* Stops s (a reference the caller holds). shutdown: the daemon is going away. */

@@ -193,6 +193,7 @@ static void session_free(struct session *s)
 {
         session_bury(s->mgr, TAKE_PTR(s->sb));
         strv_free(s->env);
+        free(s->home);
         strv_free(s->code_tools);
         strv_free(s->approved_tools);
         egress_policy_free(s->network);
@@ -384,6 +385,7 @@ char *session_info_json(const struct session *s)
              json_object_set_new(o, "timeout_ms", json_integer((json_int_t) s->timeout_ms)) < 0 ||
              json_object_set_new(o, "stops_at", json_integer((json_int_t) s->stops_at)) < 0 ||
              json_object_set_new(o, "tenant", json_string(s->tenant)) < 0 ||
+             (s->home && json_object_set_new(o, "home", json_string(s->home)) < 0) ||
              (s->network &&
               json_object_set_new(o, "network", egress_policy_to_json(s->network)) < 0)))
                 o = (json_decref(o), NULL);
@@ -1108,11 +1110,12 @@ static int check_call(const struct exec_request *req, struct airlock_error *err)
         return 0;
 }
 
-int session_apply_env(struct sandbox *sb, char *const *env, struct airlock_error *err)
+int session_apply_env(struct sandbox *sb, char *const *env, const char *home,
+                      struct airlock_error *err)
 {
-        if (!env || !env[0])
+        if ((!env || !env[0]) && !home)
                 return 0;
-        return sandbox_setenv(sb, env, err);
+        return sandbox_setenv(sb, env, home, err);
 }
 
 int session_create(struct session_manager *mgr, const struct session_create_options *opts,
@@ -1191,7 +1194,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         r = session_take_sandbox(mgr, slot, &sb, id, err);
         if (r < 0)
                 return r;
-        r = session_apply_env(sb, opts ? opts->env : NULL, err);
+        r = session_apply_env(sb, opts ? opts->env : NULL, opts ? opts->home : NULL, err);
         if (r < 0) {
                 sandbox_free(sb);
                 return r;
@@ -1201,6 +1204,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         if (s)
                 s->network = TAKE_PTR(network);
         if (!s || (opts && opts->env && !(s->env = strv_copy(opts->env))) ||
+            (opts && opts->home && !(s->home = strdup(opts->home))) ||
             (opts && opts->code_tools && !(s->code_tools = strv_copy(opts->code_tools))) ||
             (opts && opts->approved_tools &&
              !(s->approved_tools = strv_copy(opts->approved_tools))) ||

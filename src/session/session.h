@@ -102,7 +102,10 @@ struct session_create_options {
         const char *profile;    /* NULL = "default" */
         uint64_t stop_after_ms; /* 0 = the manager's default */
         char *const *env;       /* NULL or "NAME=value" strings added to the environment */
-        bool ephemeral;         /* a one-shot run: never saved to disk */
+        /* The working directory and HOME of its code (NULL = /work): E2B's sandboxes have
+         * "/home/user" (docs/E2B.md). An absolute directory that exists in the sandbox. */
+        const char *home;
+        bool ephemeral; /* a one-shot run: never saved to disk */
         /* Code Mode (docs/TOOLS.md): the internal tools the session's code may call (names,
          * "SERVER/" followed by "*", or "*"; NULL = the profile's code_tools), and those of
          * them needing approval that the caller approves for this session (NULL = none). */

@@ -38,8 +38,8 @@ def test_chroot_escape():
     assert r["cwd"] == "/" and r["dot is root"], r
     for host_only in ("root", "boot", "sys"):
         assert host_only not in r["listing"], f"/{host_only} visible after chdir ..: {r['listing']}"
-    # /home is the sandbox's own, not the host's: only user, which is /work (E2B's home).
-    assert r["home"] == ["user"] and r["home/user"] == "/work", (r["home"], r["home/user"])
+    # /home is the sandbox's own, not the host's: only user, /work bound there (E2B's home).
+    assert r["home"] == ["user"] and r["home/user"] == "/home/user", (r["home"], r["home/user"])
     # No mount in the sandbox is the host's root filesystem bound at its own root.
     host_dev = _host_root_dev()
     for line in r["mountinfo"]:

@@ -46,6 +46,8 @@ def test_default_runs_inside_the_sandbox_only():
               'os.system("ls -a /home")\nos.system("ls -a /opt")\n'
               'a, b = os.stat("/work"), os.stat("/mnt/data")\n'
               'print("SAME" if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else "OTHER")\n'
+              'a, b = os.stat("/work"), os.stat("/home/user")\n'
+              'print("SAME" if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else "OTHER")\n'
               'print(os.path.realpath("/home/user"))')
     assert res.status == "ok", res.describe()
     lines = res.out.split()
@@ -54,7 +56,7 @@ def test_default_runs_inside_the_sandbox_only():
     third = lines.index(".", second + 1)
     fourth = lines.index(".", third + 1)
     entries, mnt, home = lines[:second], lines[second:third], lines[third:fourth]
-    opt = lines[fourth:-2]
+    opt = lines[fourth:-3]
     assert "work" in entries and "usr" in entries, entries
     for host_only in ("root", "boot", "sys", "srv", "media"):
         assert host_only not in entries, f"/{host_only} visible: {entries}"
@@ -64,7 +66,7 @@ def test_default_runs_inside_the_sandbox_only():
     # /mnt is airlock's own, not the host's: it holds only data, which is /work itself (where
     # code written for OpenAI's code interpreter keeps its files).
     assert mnt == [".", "..", "data"], f"/mnt holds {mnt}"
-    assert lines[-2] == "SAME", res.out
-    # /home likewise holds only user, a link to /work (E2B's home).
+    assert lines[-3] == "SAME", res.out
+    # /home likewise holds only user, /work bound there (E2B's home).
     assert home == [".", "..", "user"], f"/home holds {home}"
-    assert lines[-1] == "/work", res.out
+    assert lines[-2] == "SAME" and lines[-1] == "/home/user", res.out

@@ -63,7 +63,7 @@ describe('the E2B SDK against airlock', () => {
     assert.equal(await sbx.files.read('/home/user/data/in.csv'), 'a,b\n1,2\n');
     assert.equal(await sbx.files.read('data/in.csv'), 'a,b\n1,2\n', 'relative to the home');
 
-    // Code runs in /work, which is /home/user of the files API.
+    // Code runs in /home/user, the workspace, also named /work.
     const seen = await sbx.runCode('open("data/in.csv").read().splitlines()[1]');
     assert.equal(seen.text, '1,2', 'code reads what files.write wrote');
     await sbx.runCode('open("/work/out.txt", "w").write("made by code")');
@@ -117,13 +117,13 @@ describe('the E2B SDK against airlock', () => {
       envs: { WHO: 'there' }, onStdout: (d) => out.push(d),
     });
     assert.equal(r.exitCode, 0);
-    assert.equal(r.stdout, 'hi there\n/work\n');
+    assert.equal(r.stdout, 'hi there\n/home/user\n');
     assert.equal(r.stderr, 'oops\n');
     assert.equal(out.join(''), r.stdout);
 
     await sbx.files.makeDir('/home/user/sub');
     const inSub = await sbx.commands.run('pwd', { cwd: '/home/user/sub' });
-    assert.equal(inSub.stdout, '/work/sub\n');
+    assert.equal(inSub.stdout, '/home/user/sub\n');
 
     await assert.rejects(sbx.commands.run('exit 3'), (e) => {
       assert.ok(e instanceof sdk.CommandExitError, String(e));
@@ -217,8 +217,8 @@ describe('the E2B SDK against airlock', () => {
     await sbx.files.makeDir('/home/user/sub');
     const ctx = await sbx.createCodeContext({ cwd: '/home/user/sub' });
     assert.equal(ctx.cwd, '/home/user/sub');
-    assert.equal((await sbx.runCode('os.getcwd()', { context: ctx })).text, '/work/sub');
-    assert.equal((await sbx.runCode('os.getcwd()')).text, '/work', 'the session\'s own cwd is back');
+    assert.equal((await sbx.runCode('os.getcwd()', { context: ctx })).text, '/home/user/sub');
+    assert.equal((await sbx.runCode('os.getcwd()')).text, '/home/user', 'the session\'s own cwd is back');
     const inTmp = await sbx.commands.run('pwd', { cwd: '/tmp' });
     assert.equal(inTmp.stdout, '/tmp\n');
 
