@@ -1,13 +1,15 @@
 """A matplotlib figure's chart and a pandas DataFrame's data as output fields of the native API
 (issue 25, docs/API.md): application/vnd.airlock.chart+json and
 application/vnd.airlock.data+json beside the PNG and the HTML, in `outputs` and in the ndjson
-`output` events as the cell makes them; nothing for other values. The E2B SDK's view of the
-same (result.chart, result.data) is tests/mcp/e2b-data.test.mjs."""
+`output` events as the cell makes them, and in MCP's run_python structuredContent; nothing for
+other values. The E2B SDK's view of the same (result.chart, result.data) is
+tests/mcp/e2b-data.test.mjs."""
 import json
 
 import pytest
 
 from airlock_daemon import daemon_fixture, ndjson_events
+from hub_helpers import DaemonMcp
 from test_ipython import ok, sid  # noqa: F401 (fixture)
 
 daemon = daemon_fixture(pytest, args=("--pool-size", "1"))
@@ -57,3 +59,15 @@ def test_streamed_output_events_carry_chart_and_data(daemon, sid):
     chart = json.loads(outs[1]["data"][CHART])
     assert chart["type"] == "line"
     assert chart["elements"] == [{"label": "l", "points": [[1, 3], [2, 4]]}]
+
+
+def test_mcp_run_python_carries_them_in_structured_content(daemon):
+    with DaemonMcp(daemon) as c:
+        c.initialize()
+        res = c.call("run_python", {"code": "import pandas as pd, matplotlib.pyplot as plt\n"
+                                            "plt.pie([1, 3], labels=['a', 'b'])\nplt.show()\n"
+                                            "pd.DataFrame({'z': [0]})"}, timeout=60)
+        assert res.get("isError") is False, res
+        outs = res["structuredContent"]["outputs"]
+        assert [e["label"] for e in json.loads(outs[0]["data"][CHART])["elements"]] == ["a", "b"]
+        assert json.loads(outs[1]["data"][DATA]) == {"z": [0]}
