@@ -195,11 +195,14 @@ describe('the E2B SDK: results and home', () => {
     test('pause and connect keep /home/user', async () => {
       const { Sandbox } = await import('@e2b/code-interpreter');
       await text('x = 42');
+      await text('cd ~', { language: 'bash' }); // the shell's state is saved too
       assert.equal(await sbx.pause(), true);
       const again = await Sandbox.connect(sbx.sandboxId);
       const ex = await again.runCode('import os\n(x, os.getcwd(), os.environ["HOME"])');
       assert.equal(ex.error, undefined, JSON.stringify(ex.error));
       assert.equal(ex.text, "(42, '/home/user', '/home/user')");
+      const sh = await again.runCode('pwd; echo $HOME', { language: 'bash' });
+      assert.equal(sh.logs.stdout.join(''), '/home/user\n/home/user\n');
     });
 
     test('a native session keeps /work', async () => {
