@@ -113,7 +113,7 @@ def _rich_data(obj):
             continue
         if v is not None:
             data[mime] = v
-    if charts.is_frame(obj):
+    if "text/html" in data and charts.is_frame(obj):  # a DataFrame has HTML: ints never get here
         frame = charts.frame_data(obj)
         if frame is not None:
             data[charts.DATA_MIME] = frame
