@@ -185,6 +185,10 @@ int api_handle_session_get(struct api_request *req);        /* routes-sessions.c
 int api_handle_session_patch(struct api_request *req);      /* routes-sessions.c */
 int api_handle_session_delete(struct api_request *req);     /* routes-sessions.c */
 int api_handle_session_interrupt(struct api_request *req);  /* routes-sessions.c */
+int api_handle_context_list(struct api_request *req);       /* routes-contexts.c */
+int api_handle_context_create(struct api_request *req);     /* routes-contexts.c */
+int api_handle_context_delete(struct api_request *req);     /* routes-contexts.c */
+int api_handle_context_restart(struct api_request *req);    /* routes-contexts.c */
 int api_handle_session_stop(struct api_request *req);       /* routes-sessions.c */
 int api_handle_session_resume(struct api_request *req);     /* routes-sessions.c */
 int api_handle_session_fork(struct api_request *req);       /* routes-sessions.c */

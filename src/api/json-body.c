@@ -285,6 +285,15 @@ static int exec_extras_parse(json_t *root, struct exec_body *out, struct body_er
                         return r;
                 out->cwd = json_string_value(v);
         }
+        v = json_object_get(root, "context");
+        if (v) {
+                /* The runner checks the rest (docs/API.md, "Contexts"). */
+                if (json_string_length(v) == 0 || json_string_length(v) >= 64)
+                        return body_fail(err, "context",
+                                         "context: a context id is 1 to 63 characters");
+                if (strcmp(json_string_value(v), "default") != 0)
+                        out->context = json_string_value(v);
+        }
         /* Decoded by exec_files_decode() when the one-shot runs: checked once, there. */
         out->files = json_object_get(root, "files");
         return 0;
@@ -304,7 +313,7 @@ int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_roo
                 { "code", BODY_STRING, true },       { "language", BODY_STRING, false },
                 { "timeout_s", BODY_NUMBER, false }, { "timeout", BODY_NUMBER, false },
                 { "stdin", BODY_STRING, false },     { "env", BODY_OBJECT, false },
-                { "cwd", BODY_STRING, false },
+                { "cwd", BODY_STRING, false },       { "context", BODY_STRING, false },
         };
         json_t *root = NULL;
         struct exec_body out = { .language = "python" };

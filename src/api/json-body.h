@@ -58,6 +58,7 @@ struct exec_body {
         const char *stdin_text; /* NULL = empty */
         const json_t *env;      /* NULL or an object name -> string, names checked */
         const char *cwd;        /* NULL, absolute, or relative to /work without ".." */
+        const char *context;    /* session only: NULL = the session's own interpreter */
         /* one_shot only: NULL or an object "relative/path" -> base64, paths and encoding
          * checked (see exec_files_decode) */
         const json_t *files;

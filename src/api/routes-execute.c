@@ -26,8 +26,9 @@ struct exec_failure {
 
 static const char *field_in_message(const char *msg)
 {
-        static const char *const fields[] = { "timeout_s", "timeout", "language", "profile", "code",
-                                              "stdin",     "env",     "cwd",      "files",   NULL };
+        static const char *const fields[] = { "timeout_s", "timeout", "language", "profile",
+                                              "code",      "stdin",   "env",      "cwd",
+                                              "files",     "context", NULL };
 
         /* "field: why" names its field first; else the first field the prose mentions. */
         for (size_t i = 0; fields[i]; i++) {
@@ -49,7 +50,8 @@ static struct exec_request exec_request_of(const struct exec_body *body)
                                       .timeout_ms = body->timeout_ms,
                                       .stdin_text = body->stdin_text,
                                       .env = body->env,
-                                      .cwd = body->cwd };
+                                      .cwd = body->cwd,
+                                      .context = body->context };
 }
 
 /* A one-shot's output file for the answer: its content in base64, or null and why not. */

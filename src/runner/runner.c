@@ -20,9 +20,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* One module of the embedded package (embed.py --package). */
@@ -951,6 +954,266 @@ static int next_request(bool zygote, json_t **ret_req, int *ret_fd)
         return r;
 }
 
+/* ---- Code contexts: more interpreters in one session (docs/API.md, "Contexts") ----------- *
+ * A context is a child of the session's runner, forked when it is created, with a new, empty
+ * __main__ (the modules imported so far stay: a context costs a fork, no interpreter start).
+ * It serves this same protocol on its end of a socketpair; the session's runner relays an
+ * exec for it (the request down; every frame of the cell up to the daemon, tool replies and
+ * display acks down) until its result. It inherits the runner's stdout and stderr, so output
+ * streams as any cell's; it is in the session's namespaces, cgroup and seccomp/Landlock
+ * policy, as everything the runner forks. A session that never makes one pays nothing. */
+#define CONTEXTS_MAX 16
+#define CONTEXT_ID_MAX 64
+
+struct code_context {
+        char id[CONTEXT_ID_MAX];
+        pid_t pid;
+        int fd;
+};
+
+static struct code_context contexts[CONTEXTS_MAX];
+static size_t n_contexts;
+static bool is_context; /* this process is a context: it makes none itself */
+static volatile sig_atomic_t relay_sigint;
+
+static json_t *context_answer(const char *error)
+{
+        return error ? json_pack("{s:s, s:s}", "op", "ok", "error", error)
+                     : json_pack("{s:s}", "op", "ok");
+}
+
+static struct code_context *context_find(const char *id)
+{
+        for (size_t i = 0; id && i < n_contexts; i++)
+                if (strcmp(contexts[i].id, id) == 0)
+                        return &contexts[i];
+        return NULL;
+}
+
+/* Ends the context's process and forgets it. */
+static void context_end(struct code_context *c)
+{
+        (void) close(c->fd);
+        (void) kill(c->pid, SIGKILL);
+        while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        *c = contexts[--n_contexts];
+}
+
+static bool context_id_is_valid(const char *id)
+{
+        size_t n = id ? strlen(id) : 0;
+
+        if (n == 0 || n >= CONTEXT_ID_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+                      (id[i] >= '0' && id[i] <= '9') || id[i] == '-' || id[i] == '_'))
+                        return false;
+        return true;
+}
+
+/* A fresh namespace in this process, as a new context or a restarted one has. */
+static void namespace_reset(void)
+{
+        PyObject *res = PyObject_CallMethod(cell_module, "reset_namespace", NULL);
+
+        if (!res)
+                PyErr_Clear();
+        Py_XDECREF(res);
+}
+
+/* Forks the context id. Returns 1 in the context's process (which then serves its socket as
+ * fd 3), 0 in the runner with *ret_resp the answer. */
+static int context_new(const char *id, json_t **ret_resp)
+{
+        char msg[256];
+        int sv[2];
+        pid_t pid;
+
+        if (is_context) {
+                *ret_resp = context_answer("a context cannot make contexts");
+                return 0;
+        }
+        if (!context_id_is_valid(id) || strcmp(id, "default") == 0) {
+                *ret_resp = context_answer(
+                        "a context id is 1 to 63 letters, digits, '-' or '_', not 'default'");
+                return 0;
+        }
+        if (context_find(id)) {
+                *ret_resp = context_answer("a context with this id exists");
+                return 0;
+        }
+        if (n_contexts >= CONTEXTS_MAX) {
+                *ret_resp = context_answer("at most 16 contexts per session");
+                return 0;
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+                (void) snprintf(msg, sizeof(msg), "cannot make the context's socket: %s",
+                                strerror(errno));
+                *ret_resp = context_answer(msg);
+                return 0;
+        }
+        PyOS_BeforeFork();
+        pid = fork();
+        if (pid == 0) {
+                PyOS_AfterFork_Child();
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                for (size_t i = 0; i < n_contexts; i++)
+                        (void) close(contexts[i].fd);
+                n_contexts = 0;
+                is_context = true;
+                if (dup2(sv[1], CTL_FD) < 0)
+                        _exit(1);
+                (void) close(sv[0]), (void) close(sv[1]);
+                namespace_reset();
+                {
+                        PyObject *res = PyObject_CallMethod(cell_module, "reseed", NULL);
+                        if (!res)
+                                PyErr_Clear();
+                        Py_XDECREF(res);
+                }
+                return 1;
+        }
+        PyOS_AfterFork_Parent();
+        (void) close(sv[1]);
+        if (pid < 0) {
+                /* EAGAIN: the session's pids limit. */
+                (void) snprintf(msg, sizeof(msg), "cannot start the context's process: %s",
+                                strerror(errno));
+                (void) close(sv[0]);
+                *ret_resp = context_answer(msg);
+                return 0;
+        }
+        contexts[n_contexts] = (struct code_context){ .pid = pid, .fd = sv[0] };
+        (void) snprintf(contexts[n_contexts].id, CONTEXT_ID_MAX, "%s", id);
+        n_contexts++;
+        *ret_resp = context_answer(NULL);
+        return 0;
+}
+
+/* ctx_new, ctx_del, ctx_restart, ctx_list. Returns as context_new(). */
+static int handle_context(const char *op, json_t *req, json_t **ret_resp)
+{
+        const char *id = json_string_value(json_object_get(req, "context"));
+        struct code_context *c = context_find(id);
+        json_t *ids;
+
+        if (strcmp(op, "ctx_new") == 0)
+                return context_new(id, ret_resp);
+        if (strcmp(op, "ctx_list") == 0) {
+                ids = json_array();
+                for (size_t i = 0; ids && i < n_contexts; i++)
+                        (void) json_array_append_new(ids, json_string(contexts[i].id));
+                *ret_resp = ids ? json_pack("{s:s, s:o}", "op", "ok", "contexts", ids) : NULL;
+                return 0;
+        }
+        if (strcmp(op, "ctx_restart") == 0 && !id) {
+                /* The session's own interpreter: a new __main__, in this process. */
+                namespace_reset();
+                *ret_resp = context_answer(NULL);
+                return 0;
+        }
+        if (!c) {
+                *ret_resp = context_answer("no such context");
+                return 0;
+        }
+        context_end(c);
+        if (strcmp(op, "ctx_restart") == 0)
+                return context_new(id, ret_resp);
+        *ret_resp = context_answer(NULL);
+        return 0;
+}
+
+static void on_relay_sigint(int sig)
+{
+        (void) sig;
+        relay_sigint = 1;
+}
+
+/* A cell's error answer that the runner makes itself (the context is unknown or died). */
+static json_t *context_error_result(const char *name, const char *value)
+{
+        return json_pack("{s:s, s:s, s:n, s:{s:s, s:s, s:s}, s:i, s:[], s:[]}", "op", "result",
+                         "status", "error", "result", "error", "name", name, "value", value,
+                         "traceback", "", "exit_code", 1, "outputs", "files");
+}
+
+/* Runs req in the context c: relays frames both ways until the context's result. A SIGINT
+ * (the daemon's interrupt or timeout) goes on to the context. */
+static json_t *context_exec(struct code_context *c, json_t *req)
+{
+        const char *id = json_string_value(json_object_get(req, "id"));
+        struct sigaction sa = { .sa_handler = on_relay_sigint }, old;
+        json_t *out = NULL;
+        int r;
+
+        json_object_del(req, "context");
+        if (strcmp(json_string_value(json_object_get(req, "language")) ?: "python", "python") != 0)
+                return context_error_result("ContextError",
+                                            "a created context runs python cells only");
+        if (wire_send(c->fd, req) < 0) {
+                context_end(c);
+                return context_error_result("ContextError", "the context's interpreter has ended");
+        }
+        (void) sigemptyset(&sa.sa_mask);
+        relay_sigint = 0;
+        (void) sigaction(SIGINT, &sa, &old); /* no SA_RESTART: poll() returns on it */
+        for (;;) {
+                struct pollfd pfd[2] = { { .fd = c->fd, .events = POLLIN },
+                                         { .fd = CTL_FD, .events = POLLIN } };
+                json_t *m = NULL;
+                const char *op;
+
+                if (relay_sigint) {
+                        relay_sigint = 0;
+                        (void) kill(c->pid, SIGINT);
+                }
+                if (poll(pfd, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (pfd[0].revents) {
+                        r = wire_recv(c->fd, REQUEST_MAX, &m);
+                        if (r < 0)
+                                break; /* the context died */
+                        op = json_string_value(json_object_get(m, "op")) ?: "";
+                        if ((strcmp(op, "result") == 0 || strcmp(op, "fatal") == 0) &&
+                            strcmp(json_string_value(json_object_get(m, "id")) ?: "", id ?: "") ==
+                                    0) {
+                                if (strcmp(op, "fatal") == 0) {
+                                        json_decref(m);
+                                        break;
+                                }
+                                out = m;
+                                break;
+                        }
+                        r = wire_send(CTL_FD, m); /* a display, a tool call, or a forged frame */
+                        json_decref(m);
+                        if (r < 0)
+                                break;
+                }
+                if (pfd[1].revents) {
+                        r = wire_recv(CTL_FD, REQUEST_MAX, &m);
+                        if (r < 0)
+                                break;
+                        r = wire_send(c->fd, m); /* a tool reply or a display ack */
+                        json_decref(m);
+                        if (r < 0)
+                                break;
+                }
+        }
+        (void) sigaction(SIGINT, &old, NULL);
+        if (!out) {
+                context_end(c);
+                out = context_error_result("ContextError",
+                                           "the context's interpreter ended during the cell: it "
+                                           "is gone (make a new one)");
+        }
+        return out;
+}
+
 /* Takes every free chunk out of glibc's free lists and keeps it, so that what a session forked
  * from here allocates comes from the top of the heap, densely, instead of from chunks spread
  * over hundreds of pages it shares with the zygote: each first write to one of those is a
@@ -1082,9 +1345,23 @@ int main(int argc, char **argv)
                                 continue; /* the answer went with the fds */
                         resp = json_pack("{s:s, s:s}", "op", "fork_failed", "message",
                                          strerror(-r));
-                } else if (op && strcmp(op, "exec") == 0 && !zygote)
-                        resp = handle_exec(req);
-                else if (op && strcmp(op, "check_dir") == 0 && !zygote)
+                } else if (op && strcmp(op, "exec") == 0 && !zygote) {
+                        const char *ctx = json_string_value(json_object_get(req, "context"));
+                        struct code_context *c = context_find(ctx);
+                        if (!ctx)
+                                resp = handle_exec(req);
+                        else if (c)
+                                resp = context_exec(c, req);
+                        else
+                                resp = context_error_result("ContextError",
+                                                            "no such context in this session");
+                } else if (op && strncmp(op, "ctx_", 4) == 0 && !zygote) {
+                        if (handle_context(op, req, &resp) == 1) {
+                                /* We are the new context's interpreter now, serving fd 3. */
+                                json_decref(TAKE_PTR(req));
+                                continue;
+                        }
+                } else if (op && strcmp(op, "check_dir") == 0 && !zygote)
                         resp = handle_check_dir(req);
                 else if (op && strcmp(op, "setenv") == 0 && !zygote)
                         resp = handle_setenv(req);

@@ -1317,6 +1317,8 @@ static int exec_frame(struct sandbox *sb, const struct exec_request *req, json_t
                 r = json_object_set_new(frame, "env", json_deep_copy(req->env));
         if (r >= 0 && cwd)
                 r = json_object_set_new(frame, "cwd", json_string(cwd));
+        if (r >= 0 && req->context)
+                r = json_object_set_new(frame, "context", json_string(req->context));
         if (r < 0) {
                 json_decref(frame);
                 return airlock_error_set(err, -ENOMEM, "out of memory");
@@ -1351,7 +1353,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 (void) cgroup_read_usage(sb->jail->cgroup, &u0);
         }
 
-        if (!req->stdin_text && !req->env && !req->cwd)
+        if (!req->stdin_text && !req->env && !req->cwd && !req->context)
                 frame = json_pack("{s:s, s:s, s:s}", "op", "exec", "language",
                                   req->language ? req->language : "python", "code", req->code);
         else if ((r = exec_frame(sb, req, &frame, err)) < 0)
@@ -1648,6 +1650,31 @@ int sandbox_warmup(struct sandbox *sb, unsigned *ret_cells, uint64_t *ret_faults
                        *faults = json_object_get(frame, "faults");
                 *ret_cells = json_is_integer(cells) ? (unsigned) json_integer_value(cells) : 0;
                 *ret_faults = json_is_integer(faults) ? (uint64_t) json_integer_value(faults) : 0;
+        }
+        json_decref(frame);
+        return r;
+}
+
+int sandbox_context(struct sandbox *sb, const char *op, const char *id, json_t **ret_ids,
+                    struct airlock_error *err)
+{
+        json_t *req = json_pack("{s:s}", "op", op), *frame = NULL;
+        const char *why;
+        int r;
+
+        if (!req || (id && json_object_set_new(req, "context", json_string(id)) < 0)) {
+                json_decref(req);
+                return airlock_error_set(err, -ENOMEM, "out of memory");
+        }
+        r = request_simple_frame(sb, req, "ok", 10000, &frame, err);
+        if (r < 0)
+                return r;
+        why = json_string_value(json_object_get(frame, "error"));
+        if (why) {
+                r = strstr(why, "no such") ? -ENOENT : strstr(why, "at most") ? -EUSERS : -EINVAL;
+                r = airlock_error_set(err, r, "%.200s", why);
+        } else if (ret_ids) {
+                *ret_ids = json_incref(json_object_get(frame, "contexts"));
         }
         json_decref(frame);
         return r;

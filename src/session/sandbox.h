@@ -91,6 +91,9 @@ struct exec_request {
         const char *stdin_text;
         const json_t *env;
         const char *cwd;
+        /* The code context to run in (docs/API.md, "Contexts"): NULL = the session's own
+         * interpreter; else a context made by sandbox_context(), python only. */
+        const char *context;
 };
 
 #define EXEC_STDIN_MAX (1u << 20)
@@ -105,6 +108,14 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
  * afterwards (sandbox_is_alive). Returns -errno only when the request could not be made. */
 int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
                  struct airlock_error *err);
+
+/* A code context operation in the runner: op is "ctx_new", "ctx_del", "ctx_restart" (id NULL:
+ * the session's own interpreter gets a new, empty __main__) or "ctx_list" (*ret_ids, may be
+ * NULL, gets the created contexts' ids, new reference). Returns 0; -EINVAL with err set when
+ * the runner refused (a bad or taken id, no such context: -ENOENT, the cap: -EUSERS), or
+ * -errno. */
+int sandbox_context(struct sandbox *sb, const char *op, const char *id, json_t **ret_ids,
+                    struct airlock_error *err);
 
 /* Whether the sandbox still runs. Also notices one killed from outside while idle (its pidfds
  * fired), and then finishes it off (kills what is left of it). */

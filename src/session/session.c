@@ -2226,6 +2226,29 @@ static int do_list(struct sandbox *sb, bool busy, void *arg, struct airlock_erro
         return sandbox_file_list(sb, a->path, a->ret_listing, err);
 }
 
+struct context_args {
+        const char *op, *id;
+        json_t **ret_ids;
+};
+
+static int do_context(struct sandbox *sb, bool busy, void *arg, struct airlock_error *err)
+{
+        struct context_args *a = arg;
+
+        if (busy)
+                return airlock_error_set(err, -EBUSY,
+                                         "an execution is running in this session: contexts "
+                                         "change between cells");
+        return sandbox_context(sb, a->op, a->id, a->ret_ids, err);
+}
+
+int session_context(struct session *s, const char *op, const char *id, json_t **ret_ids,
+                    struct airlock_error *err)
+{
+        struct context_args a = { .op = op, .id = id, .ret_ids = ret_ids };
+        return with_sandbox(s, false, do_context, &a, err);
+}
+
 /* A file transfer's audit line: the path as the client gave it, the bytes moved, and, when it
  * was refused, why (a path out of /work is worth recording too). Returns r. */
 static int audit_file(struct session *s, const char *event, const char *path, uint64_t bytes, int r,

@@ -270,6 +270,12 @@ json_t *session_usage_now(struct session *s);
 int session_execute(struct session *s, const struct exec_request *req, json_t **ret_result,
                     struct airlock_error *err);
 
+/* A code context operation (sandbox_context(): "ctx_new", "ctx_del", "ctx_restart",
+ * "ctx_list"), while no cell runs: -EBUSY otherwise. A stopped session is resumed first (its
+ * created contexts do not survive a stop: docs/API.md, "Contexts"). */
+int session_context(struct session *s, const char *op, const char *id, json_t **ret_ids,
+                    struct airlock_error *err);
+
 /* Interrupts the running cell as a timeout would, keeping the session when the cell stops.
  * Returns 0 (also when nothing runs, or the session stopped: then it does nothing), or
  * -ENOENT. */

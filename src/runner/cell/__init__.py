@@ -52,7 +52,7 @@ errors (tracebacks), rich (display and figures), files (the manifest), saved (sn
 restore), tools (Code Mode's airlock_tools).
 """
 
-from .execute import run_cell, warmup_begin, warmup_end, zygote_warmup
+from .execute import reset_namespace, run_cell, warmup_begin, warmup_end, zygote_warmup
 from .files import files_changed, files_snapshot
 from .rich import display
 from .saved import restore, snapshot

@@ -374,6 +374,24 @@ def zygote_warmup(code, times):
         warmup_end()
 
 
+def reset_namespace():
+    """A fresh interpreter state for a code context (docs/API.md, "Contexts"): a new, empty
+    __main__ (the modules imported so far stay imported, which is what makes a context cheap),
+    execution count 0, no cell sources, IPython's history gone. Objects of the old namespace
+    that user code still holds keep theirs: it is replaced, not cleared."""
+    import linecache
+
+    main = type(sys)("__main__")
+    sys.modules["__main__"] = main
+    for name, _size in ctx._cell_sources:
+        linecache.cache.pop(name, None)
+    ctx._cell_sources[:] = []
+    ctx._count, ctx._cell_sources_bytes = 0, 0
+    ipython.forget_history(0)
+    ns = _user_namespace()
+    ipython.begin_cell(main, ns, 0)
+
+
 def warmup_end():
     global _warm_saved
     import linecache
