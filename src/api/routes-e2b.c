@@ -900,6 +900,7 @@ struct cell_data {
         struct buf partial[2]; /* the code interpreter's unfinished lines */
         bool started;          /* the process service's start event went out */
         json_int_t pid;        /* the number it gives the command */
+        char context[40];      /* a created python context's id, or "" */
 };
 
 static void cell_data_free(void *data)
@@ -1046,7 +1047,7 @@ static const struct exec_stream_format interp_format = {
 /* Streams a cell of s with fmt. Takes over s and root (which owns code and env). */
 static int cell_stream(struct api_request *req, const struct exec_stream_format *fmt,
                        struct session *s, json_t *root, const char *language, const char *code,
-                       const json_t *env, const char *cwd, json_int_t pid)
+                       const json_t *env, const char *cwd, const char *context, json_int_t pid)
 {
         struct cell_data *d = calloc(1, sizeof(*d));
 
@@ -1058,15 +1059,18 @@ static int cell_stream(struct api_request *req, const struct exec_stream_format 
         d->root = root;
         d->pid = pid;
         (void) snprintf(d->cwd, sizeof(d->cwd), "%s", cwd ? cwd : "");
-        return exec_stream_start(
-                req, &(struct exec_stream_spec){ .format = fmt,
-                                                 .session = s,
-                                                 .req = { .language = language,
-                                                          .code = code,
-                                                          .env = env,
-                                                          .cwd = d->cwd[0] ? d->cwd : NULL },
-                                                 .data = d,
-                                                 .data_free = cell_data_free });
+        (void) snprintf(d->context, sizeof(d->context), "%s", context ? context : "");
+        return exec_stream_start(req, &(struct exec_stream_spec){
+                                              .format = fmt,
+                                              .session = s,
+                                              .req = { .language = language,
+                                                       .code = code,
+                                                       .env = env,
+                                                       .cwd = d->cwd[0] ? d->cwd : NULL,
+                                                       .context = d->context[0] ? d->context : NULL,
+                                                       .context_create = true },
+                                              .data = d,
+                                              .data_free = cell_data_free });
 }
 
 /* The language of a runCode or a context: E2B's names, airlock's. Returns NULL when airlock
@@ -1084,11 +1088,37 @@ static const char *cell_language(const char *language)
         return NULL;
 }
 
+/* The language of a default context by its id (each language's is named after it), or NULL. */
+static const char *default_context(const char *id)
+{
+        static const char *const names[] = { "python", "bash", "javascript" };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (strcmp(id, names[i]) == 0)
+                        return names[i];
+        return NULL;
+}
+
+/* A python context's interpreter op in the session's runner (runner.c, "Code contexts"). */
+static int context_runner_op(struct api_request *req, const char *session, const char *op,
+                             const char *id, struct airlock_error *err)
+{
+        struct session *s = NULL;
+        int r;
+
+        r = session_lookup(req->srv->mgr, session, &s, err);
+        if (r < 0)
+                return r;
+        r = session_context(s, op, id, NULL, err);
+        session_unref(s);
+        return r;
+}
+
 int api_handle_e2b_execute(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         json_t *root = NULL, *env;
-        const char *code, *language = NULL, *ctx_id, *why = NULL;
+        const char *code, *language = NULL, *ctx_id, *why = NULL, *context = NULL;
         char session[32], cwd[ROUTE_PATH_MAX + 8] = "";
         struct e2b_context ctx;
         struct session *s = NULL;
@@ -1110,15 +1140,20 @@ int api_handle_e2b_execute(struct api_request *req)
         }
         ctx_id = json_string_value(json_object_get(root, "context_id"));
         language = json_string_value(json_object_get(root, "language"));
-        if (ctx_id) {
+        if (ctx_id && default_context(ctx_id)) {
+                language = default_context(ctx_id);
+        } else if (ctx_id) {
                 if (e2b_context_get(req->srv->e2b, session, ctx_id, &ctx) < 0) {
-                        json_decref(root);
-                        return e2b_reply(req, MHD_HTTP_NOT_FOUND, "context '%.64s' not found",
-                                         ctx_id);
+                        r = e2b_reply(req, MHD_HTTP_NOT_FOUND, "context '%.64s' not found", ctx_id);
+                        json_decref(root); /* after the reply: ctx_id is in it */
+                        return r;
                 }
                 language = ctx.language;
                 if (cell_cwd(ctx.cwd, cwd, sizeof(cwd), &why) < 0)
                         cwd[0] = '\0';
+                /* A python context is its own interpreter (docs/E2B.md, contexts). */
+                if (strcmp(ctx.language, "python") == 0)
+                        context = ctx.id;
         }
         if (!cell_language(language)) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
@@ -1135,7 +1170,7 @@ int api_handle_e2b_execute(struct api_request *req)
                 return interp_failure(req, r, &err, session);
         }
         return cell_stream(req, &interp_format, s, root, cell_language(language), code,
-                           json_is_object(env) ? env : NULL, cwd, 0);
+                           json_is_object(env) ? env : NULL, cwd, context, 0);
 }
 
 /* Whether the profile of session allows language (python is always there). Returns 1, or 0
@@ -1212,6 +1247,20 @@ int api_handle_e2b_context_create(struct api_request *req)
                                  r == -EUSERS ? MHD_HTTP_CONFLICT : MHD_HTTP_INTERNAL_SERVER_ERROR,
                                  "cannot create a context: %s",
                                  r == -EUSERS ? "at most 16 contexts per sandbox" : strerror(-r));
+        if (strcmp(c.language, "python") == 0) {
+                struct airlock_error err = { { 0 } };
+                r = context_runner_op(req, session, "ctx_new", c.id, &err);
+                if (r < 0) {
+                        (void) e2b_context_remove(req->srv->e2b, session, c.id);
+                        return e2b_reply(req,
+                                         r == -EBUSY    ? MHD_HTTP_CONFLICT
+                                         : r == -EUSERS ? MHD_HTTP_CONFLICT
+                                         : r == -EINVAL ? MHD_HTTP_BAD_REQUEST
+                                                        : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                         "cannot create a context: %s",
+                                         err.msg[0] ? err.msg : strerror(-r));
+                }
+        }
         return api_reply_json(
                 req, MHD_HTTP_OK,
                 json_pack("{s:s, s:s, s:s}", "id", c.id, "language", c.language, "cwd", c.cwd));
@@ -1227,20 +1276,86 @@ int api_handle_e2b_context_list(struct api_request *req)
         if (r <= 0)
                 return r;
         list = e2b_context_list(req->srv->e2b, session);
-        return list ? api_reply_json(req, MHD_HTTP_OK, list) : -ENOMEM;
+        if (!list)
+                return -ENOMEM;
+        /* Each language's default context first, as E2B's server lists them. */
+        for (size_t i = 0, at = 0; i < 3; i++) {
+                const char *names[] = { "python", "bash", "javascript" };
+                char langs[128];
+                if (i > 0 && !profile_allows(req, session, names[i], langs, sizeof(langs)))
+                        continue;
+                (void) json_array_insert_new(list, at++,
+                                             json_pack("{s:s, s:s, s:s}", "id", names[i],
+                                                       "language", names[i], "cwd", "/home/user"));
+        }
+        return api_reply_json(req, MHD_HTTP_OK, list);
 }
 
 int api_handle_e2b_context_delete(struct api_request *req)
 {
+        struct airlock_error err = { { 0 } };
+        struct e2b_context c;
         char session[32];
         int r;
 
         r = sandbox_auth(req, session, NULL, false);
         if (r <= 0)
                 return r;
-        if (e2b_context_remove(req->srv->e2b, session, req->params.id) < 0)
+        if (default_context(req->params.id))
+                return e2b_reply(req, MHD_HTTP_BAD_REQUEST,
+                                 "the default %s context cannot be removed (restart it instead)",
+                                 default_context(req->params.id));
+        if (e2b_context_get(req->srv->e2b, session, req->params.id, &c) < 0)
                 return e2b_reply(req, MHD_HTTP_NOT_FOUND, "context '%.64s' not found",
                                  req->params.id);
+        if (strcmp(c.language, "python") == 0) {
+                /* Its process ends first (none runs when the sandbox was resumed since): a
+                 * context that stays (a cell runs: 409) stays listed. */
+                r = context_runner_op(req, session, "ctx_del", c.id, &err);
+                if (r < 0 && r != -ENOENT)
+                        return e2b_reply(req,
+                                         r == -EBUSY ? MHD_HTTP_CONFLICT
+                                                     : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                         "cannot remove the context's interpreter: %s",
+                                         err.msg[0] ? err.msg : strerror(-r));
+        }
+        if (e2b_context_remove(req->srv->e2b, session, c.id) < 0)
+                return e2b_reply(req, MHD_HTTP_NOT_FOUND, "context '%.64s' not found", c.id);
+        return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
+}
+
+int api_handle_e2b_context_restart(struct api_request *req)
+{
+        struct airlock_error err = { { 0 } };
+        const char *language = default_context(req->params.id);
+        struct e2b_context c;
+        char session[32];
+        int r;
+
+        r = sandbox_auth(req, session, NULL, false);
+        if (r <= 0)
+                return r;
+        if (!language) {
+                if (e2b_context_get(req->srv->e2b, session, req->params.id, &c) < 0)
+                        return e2b_reply(req, MHD_HTTP_NOT_FOUND, "context '%.64s' not found",
+                                         req->params.id);
+                language = c.language;
+        }
+        if (strcmp(language, "python") != 0)
+                return e2b_reply(req, MHD_HTTP_NOT_IMPLEMENTED,
+                                 "airlock does not restart %s contexts: they share the "
+                                 "session's one %s",
+                                 language, strcmp(language, "bash") == 0 ? "shell" : "Node REPL");
+        /* The default one: a new __main__ in the session's interpreter; a created one: a new
+         * process (made anew when the sandbox was resumed since, and had none). */
+        r = context_runner_op(req, session, "ctx_restart",
+                              default_context(req->params.id) ? NULL : c.id, &err);
+        if (r == -ENOENT && !default_context(req->params.id))
+                r = context_runner_op(req, session, "ctx_new", c.id, &err);
+        if (r < 0)
+                return e2b_reply(
+                        req, r == -EBUSY ? MHD_HTTP_CONFLICT : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                        "cannot restart the context: %s", err.msg[0] ? err.msg : strerror(-r));
         return api_reply_json(req, MHD_HTTP_NO_CONTENT, NULL);
 }
 
@@ -1686,7 +1801,7 @@ static int process_start(struct api_request *req, struct session *s, json_t *msg
         }
         return cell_stream(req, &process_format, s, root, "bash",
                            json_string_value(json_object_get(root, "line")),
-                           json_is_object(envs) ? json_object_get(root, "envs") : NULL, dir,
+                           json_is_object(envs) ? json_object_get(root, "envs") : NULL, dir, NULL,
                            atomic_fetch_add(&next_pid, 1));
 }
 

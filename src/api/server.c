@@ -146,6 +146,8 @@ static const struct api_route routes[] = {
         { "GET", "/e2b/sandbox/contexts", api_handle_e2b_context_list, false, API_JSON_BODY_MAX },
         { "DELETE", "/e2b/sandbox/contexts/{id}", api_handle_e2b_context_delete, false,
           API_JSON_BODY_MAX },
+        { "POST", "/e2b/sandbox/contexts/{id}/restart", api_handle_e2b_context_restart, false,
+          API_JSON_BODY_MAX },
         { "POST", "/e2b/sandbox/filesystem.Filesystem/{id}", api_handle_e2b_filesystem, false,
           API_JSON_BODY_MAX },
         { "POST", "/e2b/sandbox/process.Process/{id}", api_handle_e2b_process, false,

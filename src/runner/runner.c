@@ -1149,6 +1149,7 @@ static json_t *context_exec(struct code_context *c, json_t *req)
         int r;
 
         json_object_del(req, "context");
+        json_object_del(req, "context_create");
         if (strcmp(json_string_value(json_object_get(req, "language")) ?: "python", "python") != 0)
                 return context_error_result("ContextError",
                                             "a created context runs python cells only");
@@ -1352,7 +1353,20 @@ int main(int argc, char **argv)
                                 resp = handle_exec(req);
                         else if (c)
                                 resp = context_exec(c, req);
-                        else
+                        else if (json_is_true(json_object_get(req, "context_create"))) {
+                                /* A context the daemon knows and this runner does not (the
+                                 * session was resumed, or its process died): a new, empty one. */
+                                json_t *made = NULL;
+                                if (context_new(ctx, &made) == 1)
+                                        continue; /* the new context: it serves fd 3 now */
+                                c = context_find(ctx);
+                                resp = c ? context_exec(c, req)
+                                         : context_error_result(
+                                                   "ContextError",
+                                                   json_string_value(json_object_get(made, "error"))
+                                                           ?: "cannot make the context");
+                                json_decref(made);
+                        } else
                                 resp = context_error_result("ContextError",
                                                             "no such context in this session");
                 } else if (op && strncmp(op, "ctx_", 4) == 0 && !zygote) {

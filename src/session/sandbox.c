@@ -1319,6 +1319,8 @@ static int exec_frame(struct sandbox *sb, const struct exec_request *req, json_t
                 r = json_object_set_new(frame, "cwd", json_string(cwd));
         if (r >= 0 && req->context)
                 r = json_object_set_new(frame, "context", json_string(req->context));
+        if (r >= 0 && req->context && req->context_create)
+                r = json_object_set_new(frame, "context_create", json_true());
         if (r < 0) {
                 json_decref(frame);
                 return airlock_error_set(err, -ENOMEM, "out of memory");

@@ -94,6 +94,7 @@ struct exec_request {
         /* The code context to run in (docs/API.md, "Contexts"): NULL = the session's own
          * interpreter; else a context made by sandbox_context(), python only. */
         const char *context;
+        bool context_create; /* the runner makes context, empty, when it has none by its id */
 };
 
 #define EXEC_STDIN_MAX (1u << 20)

@@ -50,9 +50,10 @@ describe('the E2B SDK against airlock', () => {
     assert.equal(ctx.language, 'bash');
     const inCtx = await sbx.runCode('echo from-context', { context: ctx });
     assert.deepEqual(inCtx.logs.stdout, ['from-context\n']);
-    assert.deepEqual((await sbx.listCodeContexts()).map((c) => c.id), [ctx.id]);
+    const defaults = ['python', 'bash', 'javascript'];
+    assert.deepEqual((await sbx.listCodeContexts()).map((c) => c.id), [...defaults, ctx.id]);
     await sbx.removeCodeContext(ctx);
-    assert.deepEqual(await sbx.listCodeContexts(), []);
+    assert.deepEqual((await sbx.listCodeContexts()).map((c) => c.id), defaults);
     await assert.rejects(sbx.runCode('1', { language: 'r' }), /400/);
   });
 
@@ -217,7 +218,8 @@ describe('the E2B SDK against airlock', () => {
     await sbx.files.makeDir('/home/user/sub');
     const ctx = await sbx.createCodeContext({ cwd: '/home/user/sub' });
     assert.equal(ctx.cwd, '/home/user/sub');
-    assert.equal((await sbx.runCode('os.getcwd()', { context: ctx })).text, '/home/user/sub');
+    // A python context is its own interpreter: it imports os itself.
+    assert.equal((await sbx.runCode('import os\nos.getcwd()', { context: ctx })).text, '/home/user/sub');
     assert.equal((await sbx.runCode('os.getcwd()')).text, '/home/user', 'the session\'s own cwd is back');
     const inTmp = await sbx.commands.run('pwd', { cwd: '/tmp' });
     assert.equal(inTmp.stdout, '/tmp\n');

@@ -95,4 +95,4 @@ export AIRLOCK_PROXY_PORT=$proxy_port
 
 node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs \
         internal-tools.test.mjs containers.test.mjs responses.test.mjs client-js.test.mjs e2b.test.mjs \
-        e2b-data.test.mjs ipython.test.mjs typescript.test.mjs
+        e2b-data.test.mjs e2b-contexts.test.mjs ipython.test.mjs typescript.test.mjs
