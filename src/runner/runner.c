@@ -1153,13 +1153,16 @@ static json_t *context_exec(struct code_context *c, json_t *req)
         if (strcmp(json_string_value(json_object_get(req, "language")) ?: "python", "python") != 0)
                 return context_error_result("ContextError",
                                             "a created context runs python cells only");
+        /* Before the cell goes down: an interrupt for it must reach the context, never raise
+         * KeyboardInterrupt in this interpreter. No SA_RESTART: poll() returns on it. */
+        (void) sigemptyset(&sa.sa_mask);
+        relay_sigint = 0;
+        (void) sigaction(SIGINT, &sa, &old);
         if (wire_send(c->fd, req) < 0) {
+                (void) sigaction(SIGINT, &old, NULL);
                 context_end(c);
                 return context_error_result("ContextError", "the context's interpreter has ended");
         }
-        (void) sigemptyset(&sa.sa_mask);
-        relay_sigint = 0;
-        (void) sigaction(SIGINT, &sa, &old); /* no SA_RESTART: poll() returns on it */
         for (;;) {
                 struct pollfd pfd[2] = { { .fd = c->fd, .events = POLLIN },
                                          { .fd = CTL_FD, .events = POLLIN } };
