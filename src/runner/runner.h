@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* What an execute request adds around one cell, for that cell only (all optional): its stdin
  * (NULL: /dev/null), extra environment (name -> string, borrowed) and working directory
@@ -41,6 +42,48 @@ void node_configure(size_t output_max, uint64_t memory_bytes);
 
 /* Whether a JavaScript REPL runs, holding variables that a snapshot cannot save. */
 bool node_has_state(void);
+
+/* The child REPLs' shared parts (repl.c). A kind says what differs between languages. */
+struct repl_kind {
+        const char *program;   /* "node", "R": for messages */
+        const char *language;  /* "javascript", "r" */
+        const char *vars;      /* "JavaScript", "R": whose variables a killed REPL loses */
+        const char *missing;   /* the message when check() says it is not installed */
+        const char *stop_hint; /* said after "did not stop within N ms", or NULL */
+        /* Before the fork: 0, or -ENOENT when the language is not installed. May be NULL. */
+        int (*check)(void);
+        /* In the forked child, with fd 0 on /dev/null, cells on fd 3, answers to fd 4 and no
+         * other fd of the runner's: runs the REPL, which first answers {"status":"ready"}, then
+         * one line a cell: {"status": "ok"|"error", "result", "error", "outputs"?}. Never
+         * returns. */
+        void (*child)(void *arg);
+};
+
+struct repl {
+        const struct repl_kind *kind;
+        pid_t pid; /* the REPL, also its process group; 0 when none runs */
+        int cmd_fd;
+        int reply_fd;
+        unsigned cell_no;
+};
+
+#define REPL_INIT(k)                                                                               \
+        {                                                                                          \
+                .kind = (k), .pid = 0, .cmd_fd = -1, .reply_fd = -1                                \
+        }
+
+/* Runs code in the REPL, starting one first (kind->child(arg) in the child) when none runs;
+ * req (borrowed) is the exec request, whose "env" and "cwd" go with the cell. An answer longer
+ * than max bytes kills the REPL. Returns a new result object (caller decrefs), or NULL when
+ * out of memory. */
+json_t *repl_run(struct repl *r, void *arg, const char *code, json_t *req, size_t max);
+
+/* Whether the REPL runs, holding variables that a snapshot cannot save. */
+bool repl_is_running(const struct repl *r);
+
+/* A result object of status "error" with the error's name and a formatted value. */
+json_t *repl_error(const char *name, int exit_code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 /* Zygote mode (zygote.c). zygote_prepare() reads the kernel features from the init request and
  * compiles the seccomp filter; zygote_fork() makes a session for a fork request and returns 0 in
