@@ -29,6 +29,8 @@ packages=(
         # the compiler of `language: "typescript"` cells (the REPL loads it from
         # /usr/share/nodejs/typescript with the first one)
         node-typescript
+        # the R session of `language: "r"` (R 4.1 or later: libR.so, embedded by the runner)
+        r-base-core
         # tests and checks
         libcriterion-dev python3-pytest python3-requests clang-format
         # the dashboard's tests (tests/ui): a real headless browser, and a font to draw with

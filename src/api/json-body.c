@@ -338,13 +338,14 @@ int exec_body_parse(const char *buf, size_t len, bool one_shot, json_t **ret_roo
                         out.language = "typescript";
                 if (strcmp(out.language, "python") != 0 && strcmp(out.language, "bash") != 0 &&
                     strcmp(out.language, "javascript") != 0 &&
-                    strcmp(out.language, "typescript") != 0) {
+                    strcmp(out.language, "typescript") != 0 && strcmp(out.language, "r") != 0) {
                         char excerpt[80];
                         key_excerpt(out.language, excerpt, sizeof(excerpt));
-                        r = body_fail(err, "language",
-                                      "field 'language' must be \"python\", \"bash\", "
-                                      "\"javascript\" or \"typescript\" (\"ts\"), not \"%s\"",
-                                      excerpt);
+                        r = body_fail(
+                                err, "language",
+                                "field 'language' must be \"python\", \"bash\", "
+                                "\"javascript\", \"typescript\" (\"ts\") or \"r\", not \"%s\"",
+                                excerpt);
                         goto fail;
                 }
         }

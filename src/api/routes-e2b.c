@@ -1085,17 +1085,20 @@ static const char *cell_language(const char *language)
                 return "javascript";
         if (strcmp(language, "typescript") == 0 || strcmp(language, "ts") == 0)
                 return "typescript";
+        if (strcmp(language, "r") == 0)
+                return "r";
         return NULL;
 }
+
+/* The default contexts: one per language, named after it. */
+static const char *const default_contexts[] = { "python", "bash", "javascript", "typescript", "r" };
 
 /* The language of a default context by its id (each language's is named after it), or NULL. */
 static const char *default_context(const char *id)
 {
-        static const char *const names[] = { "python", "bash", "javascript" };
-
-        for (size_t i = 0; i < ELEMENTSOF(names); i++)
-                if (strcmp(id, names[i]) == 0)
-                        return names[i];
+        for (size_t i = 0; i < ELEMENTSOF(default_contexts); i++)
+                if (strcmp(id, default_contexts[i]) == 0)
+                        return default_contexts[i];
         return NULL;
 }
 
@@ -1158,8 +1161,8 @@ int api_handle_e2b_execute(struct api_request *req)
         if (!cell_language(language)) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
                               "airlock does not offer the language '%.32s': python, bash, "
-                              "javascript (js) and typescript (ts), where the sandbox's profile "
-                              "allows it, are offered",
+                              "javascript (js), typescript (ts) and r, where the sandbox's "
+                              "profile allows them, are offered",
                               language);
                 json_decref(root);
                 return r;
@@ -1221,7 +1224,7 @@ int api_handle_e2b_context_create(struct api_request *req)
         if (!cell_language(language)) {
                 r = e2b_reply(req, MHD_HTTP_BAD_REQUEST,
                               "airlock does not offer contexts of the language '%.32s': python, "
-                              "bash, javascript (js) and typescript (ts) are offered",
+                              "bash, javascript (js), typescript (ts) and r are offered",
                               language);
                 json_decref(root);
                 return r;
@@ -1279,14 +1282,14 @@ int api_handle_e2b_context_list(struct api_request *req)
         if (!list)
                 return -ENOMEM;
         /* Each language's default context first, as E2B's server lists them. */
-        for (size_t i = 0, at = 0; i < 3; i++) {
-                const char *names[] = { "python", "bash", "javascript" };
+        for (size_t i = 0, at = 0; i < ELEMENTSOF(default_contexts); i++) {
+                const char *name = default_contexts[i];
                 char langs[128];
-                if (i > 0 && !profile_allows(req, session, names[i], langs, sizeof(langs)))
+                if (i > 0 && !profile_allows(req, session, name, langs, sizeof(langs)))
                         continue;
                 (void) json_array_insert_new(list, at++,
-                                             json_pack("{s:s, s:s, s:s}", "id", names[i],
-                                                       "language", names[i], "cwd", "/home/user"));
+                                             json_pack("{s:s, s:s, s:s}", "id", name, "language",
+                                                       name, "cwd", "/home/user"));
         }
         return api_reply_json(req, MHD_HTTP_OK, list);
 }

@@ -24,7 +24,7 @@ static const char exec_help[] =
         "\n"
         "  -s, --session ID      run in this session (see `airlock sessions`)\n"
         "  -p, --profile NAME    profile for a one-shot run; default: default\n"
-        "  -l, --language LANG   python, bash, javascript or typescript (ts);\n"
+        "  -l, --language LANG   python, bash, javascript, typescript (ts) or r;\n"
         "                        default: from the file name\n"
         "                        (.sh -> bash, .js/.mjs -> javascript,\n"
         "                        .ts/.mts -> typescript), else python\n"
@@ -107,10 +107,11 @@ static int parse_args(int argc, char **argv, struct exec_args *a)
                 case 'l':
                         if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0 &&
                             strcmp(optarg, "javascript") != 0 &&
-                            strcmp(optarg, "typescript") != 0 && strcmp(optarg, "ts") != 0) {
+                            strcmp(optarg, "typescript") != 0 && strcmp(optarg, "ts") != 0 &&
+                            strcmp(optarg, "r") != 0) {
                                 fprintf(stderr,
                                         "airlock exec: --language must be python, bash, "
-                                        "javascript or typescript, not '%s'\n",
+                                        "javascript, typescript or r, not '%s'\n",
                                         optarg);
                                 return -EINVAL;
                         }

@@ -32,7 +32,7 @@ static const char run_help[] =
         "\n"
         "  -p, --profile NAME    profile (default, minimal, data-science, visualization) or a\n"
         "                        path to a profile file; default: default\n"
-        "  -l, --language LANG   python, bash, javascript or typescript (ts);\n"
+        "  -l, --language LANG   python, bash, javascript, typescript (ts) or r;\n"
         "                        default: from the file name\n"
         "                        (.sh -> bash, .js/.mjs -> javascript,\n"
         "                        .ts/.mts -> typescript), else python\n"
@@ -94,10 +94,11 @@ static int parse_args(int argc, char **argv, struct run_args *a)
                 case 'l':
                         if (strcmp(optarg, "python") != 0 && strcmp(optarg, "bash") != 0 &&
                             strcmp(optarg, "javascript") != 0 &&
-                            strcmp(optarg, "typescript") != 0 && strcmp(optarg, "ts") != 0) {
+                            strcmp(optarg, "typescript") != 0 && strcmp(optarg, "ts") != 0 &&
+                            strcmp(optarg, "r") != 0) {
                                 fprintf(stderr,
                                         "airlock run: --language must be python, bash, "
-                                        "javascript or typescript, not '%s'\n",
+                                        "javascript, typescript or r, not '%s'\n",
                                         optarg);
                                 return -EINVAL;
                         }

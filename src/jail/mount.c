@@ -25,17 +25,33 @@
 #define MOUNT_ATTR_NODEV 0x00000004
 #endif
 
-/* Host /etc entries a Python and shell user needs: the loader cache, alternatives (BLAS, pagers),
- * fonts and TLS roots for libraries, timezone. Identity files are generated instead, and
- * everything else (shadow, ssh keys, machine-id, the host's hostname) stays out of the tree. */
+/* Host /etc entries a Python, shell and R user needs: the loader cache, alternatives (BLAS,
+ * pagers), fonts and TLS roots for libraries, timezone, R's Renviron (/usr/lib/R/etc links into
+ * /etc/R). Identity files are generated instead, and everything else (shadow, ssh keys,
+ * machine-id, the host's hostname) stays out of the tree. */
 static const char *const etc_allow[] = {
-        "alternatives",   "ca-certificates", "ca-certificates.conf",
-        "fonts",          "ld.so.cache",     "ld.so.conf",
-        "ld.so.conf.d",   "localtime",       "matplotlibrc",
-        "mime.types",     "protocols",       "python3",
-        "python3.11",     "services",        "ssl",
-        "timezone",       "bash.bashrc",     "inputrc",
-        "debian_version", "os-release",      "profile",
+        "alternatives",
+        "ca-certificates",
+        "ca-certificates.conf",
+        "fonts",
+        "ld.so.cache",
+        "ld.so.conf",
+        "ld.so.conf.d",
+        "localtime",
+        "matplotlibrc",
+        "mime.types",
+        "protocols",
+        "python3",
+        "python3.11",
+        "R",
+        "services",
+        "ssl",
+        "timezone",
+        "bash.bashrc",
+        "inputrc",
+        "debian_version",
+        "os-release",
+        "profile",
         "gai.conf",
 };
 

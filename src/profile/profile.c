@@ -289,24 +289,29 @@ bool profile_allows_language(const struct profile *p, const char *language)
          * and any JavaScript is a TypeScript cell, so neither could be refused alone. */
         if (strcmp(language, "javascript") == 0 || strcmp(language, "typescript") == 0)
                 return p->lang_javascript;
+        if (strcmp(language, "r") == 0)
+                return p->lang_r;
         return false;
 }
 
 const char *profile_languages_text(const struct profile *p, char *buf, size_t size)
 {
-        (void) snprintf(buf, size, "%s%s%s%s%s", p->lang_python ? "python" : "",
+        (void) snprintf(buf, size, "%s%s%s%s%s%s%s", p->lang_python ? "python" : "",
                         p->lang_python && p->lang_bash ? ", " : "", p->lang_bash ? "bash" : "",
                         p->lang_javascript && (p->lang_python || p->lang_bash) ? ", " : "",
-                        p->lang_javascript ? "javascript, typescript" : "");
+                        p->lang_javascript ? "javascript, typescript" : "",
+                        p->lang_r && (p->lang_python || p->lang_bash || p->lang_javascript) ? ", "
+                                                                                            : "",
+                        p->lang_r ? "r" : "");
         return buf;
 }
 
-#define LANGUAGE_NAMES "\"python\", \"bash\", \"javascript\" or \"typescript\""
+#define LANGUAGE_NAMES "\"python\", \"bash\", \"javascript\", \"typescript\" or \"r\""
 
 static int parse_languages(const struct parse_ctx *ctx, const json_t *v, struct profile *p)
 {
-        static const char expected[] =
-                "a non-empty array of \"python\", \"bash\", \"javascript\" and \"typescript\"";
+        static const char expected[] = "a non-empty array of \"python\", \"bash\", \"javascript\", "
+                                       "\"typescript\" and \"r\"";
         const json_t *item;
         bool js = false, ts = false;
         size_t i;
@@ -331,6 +336,8 @@ static int parse_languages(const struct parse_ctx *ctx, const json_t *v, struct 
                         flag = &js;
                 else if (strcmp(json_string_value(item), "typescript") == 0)
                         flag = &ts;
+                else if (strcmp(json_string_value(item), "r") == 0)
+                        flag = &p->lang_r;
                 else
                         return fail(ctx, key, "expected " LANGUAGE_NAMES ", got %s",
                                     quote(&q, json_string_value(item)));
@@ -1498,6 +1505,8 @@ json_t *profile_to_json(const struct profile *p)
                 json_array_append_new(langs, json_string("javascript"));
                 json_array_append_new(langs, json_string("typescript"));
         }
+        if (p->lang_r)
+                json_array_append_new(langs, json_string("r"));
         /* "none", as before there were policies, or the policy's object. */
         network = !p->network || p->network->mode == EGRESS_MODE_NONE
                           ? json_string("none")

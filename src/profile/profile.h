@@ -81,6 +81,7 @@ struct profile {
         bool lang_python;
         bool lang_bash;
         bool lang_javascript; /* a Node REPL (/usr/bin/node in the rootfs), also typescript */
+        bool lang_r;          /* an R session (/usr/lib/R/lib/libR.so in the rootfs) */
         char **preload;       /* NULL-terminated, never NULL */
         char **imports;       /* NULL-terminated, or NULL when any import is allowed */
         enum profile_policy policy;
@@ -101,7 +102,7 @@ struct profile {
 void profile_limits_default(struct profile_limits *ret_limits);
 
 /* Whether the profile runs cells of language ("python", "bash", "javascript" or "typescript",
- * which come together; NULL is python). An unknown language is not allowed. */
+ * which come together, or "r"; NULL is python). An unknown language is not allowed. */
 bool profile_allows_language(const struct profile *p, const char *language);
 
 /* The profile's languages as text for messages, e.g. "python, bash". Writes into buf (at least

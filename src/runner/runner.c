@@ -58,6 +58,9 @@ static PyObject *cell_module;
  * cell that returns a huge value gets a cut result instead of a killed sandbox. */
 static size_t output_max = 1024 * 1024;
 
+/* The profile allows bash: else an R session may execute no program (r.c). */
+static bool shell_allowed;
+
 /* ---- Code Mode: the channel airlock_tools calls through ---------------------------------- *
  * A tool request goes up fd 3 as a frame carrying the running exec's id and a call number; the
  * daemon answers it with a "tool_reply" frame before the cell's result. Only the cell's own
@@ -492,6 +495,7 @@ static json_t *handle_init(json_t *req)
                                        json_integer_value(json_object_get(req, "memory_bytes")) > 0
                                ? (uint64_t) json_integer_value(json_object_get(req, "memory_bytes"))
                                : 0);
+        shell_allowed = json_is_true(json_object_get(req, "shell"));
         imports = json_strv_to_py(json_object_get(req, "imports"));
         preload = json_strv_to_py(json_object_get(req, "preload"));
         if (!imports || !preload)
@@ -646,13 +650,15 @@ static json_t *handle_exec(json_t *req)
         if (!code)
                 return json_pack("{s:s, s:s}", "op", "fatal", "message", "exec without code");
         if (language && (strcmp(language, "bash") == 0 || strcmp(language, "javascript") == 0 ||
-                         strcmp(language, "typescript") == 0)) {
-                /* The files manifest is the cell module's, also for bash and JavaScript cells. */
+                         strcmp(language, "typescript") == 0 || strcmp(language, "r") == 0)) {
+                /* The files manifest is the cell module's, also for bash, JavaScript and R. */
                 _cleanup_pydecref_ PyObject *snap = NULL, *changed = NULL;
                 snap = PyObject_CallMethod(cell_module, "files_snapshot", NULL);
                 if (!snap)
                         PyErr_Clear();
-                out = strcmp(language, "bash") == 0 ? shell_run(code, &call) : node_run(code, req);
+                out = strcmp(language, "bash") == 0 ? shell_run(code, &call)
+                      : strcmp(language, "r") == 0  ? r_run(code, req, shell_allowed)
+                                                    : node_run(code, req);
                 if (snap)
                         changed = PyObject_CallMethod(cell_module, "files_changed", "(O)", snap);
                 if (!changed)
@@ -817,6 +823,7 @@ py_fail:
 
 /* The name lost_names gives a running JavaScript REPL, whose variables no snapshot saves. */
 #define NODE_LOST_NAME "(javascript state)"
+#define R_LOST_NAME "(r state)"
 
 /* Saves the session: its Python variables go down the pipe fd (the daemon bounds and stores
  * them), the shell's state rides in the answer. A JavaScript REPL's variables cannot be saved:
@@ -837,6 +844,8 @@ static json_t *handle_snapshot(int fd)
         lost = json_object_get(out, "lost_names");
         if (json_is_array(lost) && node_has_state())
                 (void) json_array_append_new(lost, json_string(NODE_LOST_NAME));
+        if (json_is_array(lost) && r_has_state())
+                (void) json_array_append_new(lost, json_string(R_LOST_NAME));
         return out;
 }
 

@@ -43,6 +43,16 @@ void node_configure(size_t output_max, uint64_t memory_bytes);
 /* Whether a JavaScript REPL runs, holding variables that a snapshot cannot save. */
 bool node_has_state(void);
 
+/* Runs code in the session's R REPL (r.c), starting one first when none runs; req (borrowed)
+ * is the exec request, whose "env" and "cwd" apply to this cell only. shell_allowed: the
+ * profile allows bash, else the R process may execute no program at all. Returns a new result
+ * object {"status","result","exit_code","error","outputs"} (caller decrefs), or NULL when out
+ * of memory. */
+json_t *r_run(const char *code, json_t *req, bool shell_allowed);
+
+/* Whether an R REPL runs, holding variables that a snapshot cannot save. */
+bool r_has_state(void);
+
 /* The child REPLs' shared parts (repl.c). A kind says what differs between languages. */
 struct repl_kind {
         const char *program;   /* "node", "R": for messages */

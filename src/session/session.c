@@ -1085,7 +1085,8 @@ static int check_call(const struct exec_request *req, struct airlock_error *err)
         json_t *value;
 
         if (req->stdin_text && req->language &&
-            (strcmp(req->language, "javascript") == 0 || strcmp(req->language, "typescript") == 0))
+            (strcmp(req->language, "javascript") == 0 || strcmp(req->language, "typescript") == 0 ||
+             strcmp(req->language, "r") == 0))
                 return airlock_error_set(err, -EINVAL,
                                          "stdin: %s cells have no standard input (their "
                                          "REPL reads its cells from it); pass the text in the "
@@ -2032,10 +2033,10 @@ static int check_request(const struct profile *p, const struct exec_request *req
 
         if (req->language && strcmp(req->language, "python") != 0 &&
             strcmp(req->language, "bash") != 0 && strcmp(req->language, "javascript") != 0 &&
-            strcmp(req->language, "typescript") != 0)
+            strcmp(req->language, "typescript") != 0 && strcmp(req->language, "r") != 0)
                 return airlock_error_set(err, -EINVAL,
-                                         "language: expected python, bash, javascript or "
-                                         "typescript");
+                                         "language: expected python, bash, javascript, "
+                                         "typescript or r");
         if (!profile_allows_language(p, req->language))
                 return airlock_error_set(err, -EINVAL,
                                          "language: profile '%s' does not allow %s (its "

@@ -10,6 +10,7 @@
 extern const struct tool tool_run_python;
 extern const struct tool tool_run_shell;
 extern const struct tool tool_run_javascript;
+extern const struct tool tool_run_r;
 extern const struct tool tool_write_file;
 extern const struct tool tool_read_file;
 extern const struct tool tool_list_files;

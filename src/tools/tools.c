@@ -22,7 +22,7 @@
 
 static const struct tool *const all_tools[] = {
         &tool_run_python, &tool_run_shell,  &tool_run_javascript, &tool_write_file,
-        &tool_read_file,  &tool_list_files, &tool_reset_session,
+        &tool_read_file,  &tool_list_files, &tool_reset_session,  &tool_run_r,
 };
 
 struct toolbox {

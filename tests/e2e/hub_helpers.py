@@ -20,7 +20,7 @@ EVERYTHING = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dis
 MEMORY = NODE_MODULES / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 # airlock's own tools, which an internal tool may never shadow.
 OWN_TOOLS = ["run_python", "run_shell", "run_javascript", "write_file", "read_file",
-             "list_files", "reset_session"]
+             "list_files", "reset_session", "run_r"]
 
 
 def node():

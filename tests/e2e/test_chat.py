@@ -22,7 +22,7 @@ from fake_llm import (FakeLLM, answer, error, last_tool, raw, slow, tool_call,  
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRLOCK = os.environ.get("AIRLOCK_BIN", str(ROOT / "build" / "src" / "cli" / "airlock"))
-TOOL_NAMES = {"run_python", "run_shell", "run_javascript", "write_file", "read_file",
+TOOL_NAMES = {"run_python", "run_shell", "run_javascript", "run_r", "write_file", "read_file",
               "list_files", "reset_session"}
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,

@@ -257,7 +257,7 @@ def test_unknown_language_names_javascript(daemon, sessions):
 
 def test_profiles_list_javascript(daemon):
     profiles = {p["name"]: p for p in daemon.get("/v1/profiles").json()["profiles"]}
-    assert profiles["default"]["languages"] == ["python", "bash", "javascript", "typescript"]
+    assert profiles["default"]["languages"] == ["python", "bash", "javascript", "typescript", "r"]
     assert "javascript" not in profiles["minimal"]["languages"]
 
 

@@ -72,7 +72,7 @@ describe('E2B code contexts against airlock', () => {
     await sbx.runCode('gone = 1', { context: a });
     await sbx.removeCodeContext(a);
     assert.deepEqual((await sbx.listCodeContexts()).map((c) => c.id),
-      ['python', 'bash', 'javascript']);
+      ['python', 'bash', 'javascript', 'typescript', 'r']);
     await assert.rejects(sbx.runCode('gone', { context: a }), /404|not found/);
     await assert.rejects(sbx.removeCodeContext('python'), /400/);
   });

@@ -50,11 +50,11 @@ describe('the E2B SDK against airlock', () => {
     assert.equal(ctx.language, 'bash');
     const inCtx = await sbx.runCode('echo from-context', { context: ctx });
     assert.deepEqual(inCtx.logs.stdout, ['from-context\n']);
-    const defaults = ['python', 'bash', 'javascript'];
+    const defaults = ['python', 'bash', 'javascript', 'typescript', 'r'];
     assert.deepEqual((await sbx.listCodeContexts()).map((c) => c.id), [...defaults, ctx.id]);
     await sbx.removeCodeContext(ctx);
     assert.deepEqual((await sbx.listCodeContexts()).map((c) => c.id), defaults);
-    await assert.rejects(sbx.runCode('1', { language: 'r' }), /400/);
+    await assert.rejects(sbx.runCode('1', { language: 'java' }), /400/);
   });
 
   test('files: write, read, list, exists, getInfo, makeDir, rename, remove; code sees them in /work', async () => {

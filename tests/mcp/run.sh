@@ -13,7 +13,8 @@
 # official E2B SDK against /e2b (e2b.test.mjs, and e2b-data.test.mjs for results' data and
 # charts: a daemon of its own each); and IPython cells through the E2B SDK, the MCP SDK client
 # and the Responses API (ipython.test.mjs); and TypeScript cells and static imports through the
-# E2B SDK and the MCP SDK client (typescript.test.mjs). Installs
+# E2B SDK and the MCP SDK client (typescript.test.mjs); and R cells through the E2B SDK and the
+# MCP SDK client (r.test.mjs, an E2B daemon of its own). Installs
 # the pinned packages (npm ci, from the npm cache when it can), starts a daemon on a free
 # loopback port with a temporary state directory and the token it creates
 # there, runs the node:test suites, then stops the daemon (by its pid) and removes what it made.
@@ -95,4 +96,4 @@ export AIRLOCK_PROXY_PORT=$proxy_port
 
 node --test sdk.test.mjs transport.test.mjs conformance.test.mjs servers.test.mjs openai-tools.test.mjs \
         internal-tools.test.mjs containers.test.mjs responses.test.mjs client-js.test.mjs e2b.test.mjs \
-        e2b-data.test.mjs e2b-contexts.test.mjs ipython.test.mjs typescript.test.mjs
+        e2b-data.test.mjs e2b-contexts.test.mjs ipython.test.mjs typescript.test.mjs r.test.mjs

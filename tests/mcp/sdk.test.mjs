@@ -7,7 +7,7 @@ import { McpError, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js'
 
 import { connectHttp, connectStdio, env, textOf } from './lib/env.mjs';
 
-const TOOLS = ['run_python', 'run_shell', 'run_javascript', 'write_file', 'read_file',
+const TOOLS = ['run_python', 'run_shell', 'run_javascript', 'run_r', 'write_file', 'read_file',
   'list_files', 'reset_session'];
 const PNG_MAGIC = 'iVBORw0KGgo'; // base64 of "\x89PNG\r\n\x1a\n"
 

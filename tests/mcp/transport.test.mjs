@@ -140,10 +140,10 @@ describe('GET /v1/tools', () => {
     const mcp = (await (await get('')).json()).tools;
     const openai = (await (await get('?format=openai')).json()).tools;
     const anthropic = (await (await get('?format=anthropic')).json()).tools;
-    // The default profile allows javascript, so run_javascript is among them.
+    // The default profile allows javascript and r, so run_javascript and run_r are among them.
     assert.deepEqual(mcp.map((t) => t.name).sort(), [
-      'list_files', 'read_file', 'reset_session', 'run_javascript', 'run_python', 'run_shell',
-      'write_file',
+      'list_files', 'read_file', 'reset_session', 'run_javascript', 'run_python', 'run_r',
+      'run_shell', 'write_file',
     ]);
     assert.deepEqual(
       openai.map((t) => t.function.name),

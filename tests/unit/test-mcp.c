@@ -589,13 +589,26 @@ Test(tools, run_javascript_offered_by_profile)
         all = tools_declarations(TOOLS_FORMAT_MCP, NULL);
         minimal = tools_declarations_for(TOOLS_FORMAT_MCP, NULL,
                                          AIRLOCK_TEST_SOURCE_DIR "/profiles/minimal.json");
-        cr_expect_eq(json_array_size(minimal) + 1, json_array_size(all));
+        /* run_javascript and run_r. */
+        cr_expect_eq(json_array_size(minimal) + 2, json_array_size(all));
         json_array_foreach (minimal, i, d)
                 listed |= strcmp(json_string_value(json_object_get(d, "name")), "run_javascript") ==
                           0;
         cr_expect_not(listed, "minimal does not allow javascript");
         json_decref(all);
         json_decref(minimal);
+}
+
+/* run_r likewise, where the profile allows r. */
+Test(tools, run_r_offered_by_profile)
+{
+        const struct tool *t = tools_find("run_r");
+
+        cr_assert_not_null(t);
+        cr_expect_str_eq(t->language, "r");
+        cr_expect(tools_offered(t, AIRLOCK_TEST_SOURCE_DIR "/profiles/default.json"));
+        cr_expect_not(tools_offered(t, AIRLOCK_TEST_SOURCE_DIR "/profiles/data-science.json"));
+        cr_expect_not(tools_offered(t, "/nonexistent/profile.json"), "deny when in doubt");
 }
 
 Test(tools, declarations_in_three_shapes)
@@ -606,7 +619,7 @@ Test(tools, declarations_in_three_shapes)
         size_t n;
         const struct tool *const *all = tools_all(&n);
 
-        cr_assert_eq(n, 7);
+        cr_assert_eq(n, 8);
         cr_assert_eq(json_array_size(mcp), n);
         cr_assert_eq(json_array_size(openai), n);
         cr_assert_eq(json_array_size(anthropic), n);

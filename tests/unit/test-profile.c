@@ -275,6 +275,28 @@ Test(parse, javascript_language)
         cr_expect_str_eq(profile_languages_text(p, buf, sizeof(buf)), "python");
 }
 
+Test(parse, r_language)
+{
+        _cleanup_profile_ struct profile *p = NULL;
+        struct airlock_error err = { "" };
+        char buf[64];
+
+        cr_assert_eq(
+                parse("{\"description\": \"d\", \"languages\": [\"python\", \"r\"]}", &p, &err), 0,
+                "%s", err.msg);
+        cr_expect(p->lang_r && p->lang_python && !p->lang_bash);
+        cr_expect(profile_allows_language(p, "r"));
+        cr_expect_not(profile_allows_language(p, "R"), "names are lower case");
+        cr_expect_str_eq(profile_languages_text(p, buf, sizeof(buf)), "python, r");
+        p = profile_free(p);
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"r\", \"r\"]}", &p, &err),
+                     -EINVAL);
+        cr_expect(strstr(err.msg, "listed twice"), "%s", err.msg);
+        cr_assert_eq(parse("{\"description\": \"d\", \"languages\": [\"python\"]}", &p, &err), 0,
+                     "%s", err.msg);
+        cr_expect_not(profile_allows_language(p, "r"));
+}
+
 Test(parse, defaults)
 {
         _cleanup_profile_ struct profile *p = NULL;
