@@ -611,14 +611,39 @@ def daemon_fixture(pytest, args=("--pool-size", "1"), **kw):
 
     @pytest.fixture(scope="module")
     def daemon():
-        d = start_daemon_or_fail(pytest, args=args, **kw)
+        yield from _daemon_for_module(pytest, args, kw)
+
+    return daemon
+
+
+def _daemon_for_module(pytest, args, kw):
+    d = start_daemon_or_fail(pytest, args=args, **kw)
+    try:
+        yield d
+    finally:
+        rc, problems = d.stop()
+    if problems:
+        pytest.fail("the daemon did not stop cleanly:\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
+def profiles_daemon_fixture(pytest, prefix, profiles, args=("--pool-size", "1")):
+    """daemon_fixture's daemon with profiles of the module's own (name -> profile object) in a
+    private AIRLOCK_PROFILES_DIR beside the shipped ones, removed with the daemon."""
+
+    @pytest.fixture(scope="module")
+    def daemon():
+        profiles_dir = tempfile.mkdtemp(prefix=prefix)
         try:
-            yield d
+            for name, doc in profiles.items():
+                with open(os.path.join(profiles_dir, f"{name}.json"), "w") as f:
+                    json.dump(doc, f)
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("AIRLOCK_") or k == "AIRLOCK_LOG"}
+            env["AIRLOCK_PROFILES_DIR"] = profiles_dir
+            yield from _daemon_for_module(pytest, args, {"env": env})
         finally:
-            rc, problems = d.stop()
-        if problems:
-            pytest.fail("the daemon did not stop cleanly:\n  " + "\n  ".join(problems),
-                        pytrace=False)
+            shutil.rmtree(profiles_dir, ignore_errors=True)
 
     return daemon
 

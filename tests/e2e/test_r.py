@@ -7,37 +7,23 @@ deletes its sessions, whatever happened."""
 import base64
 import json
 import os
-import pathlib
-import shutil
-import tempfile
+import threading
+import time
 
 import pytest
 
-from airlock_daemon import daemon_fixture, sessions_fixture
+from airlock_daemon import profiles_daemon_fixture, sessions_fixture
 
 if not os.access("/usr/lib/R/lib/libR.so", os.R_OK):
     pytest.skip("r sessions need R (/usr/lib/R/lib/libR.so): apt-get install r-base-core",
                 allow_module_level=True)
 
-PROFILES = pathlib.Path(tempfile.mkdtemp(prefix="airlock-e2e-r-profiles-"))
 NO_BASH = "r-no-bash"
-(PROFILES / f"{NO_BASH}.json").write_text(json.dumps({
+daemon = profiles_daemon_fixture(pytest, "airlock-e2e-r-profiles-", {NO_BASH: {
     "description": "Python and R without bash (test_r.py)",
     "languages": ["python", "r"],
-    "limits": {"memory": "1GiB", "pids": 64, "timeout": "30s"}}))
-
-daemon = daemon_fixture(pytest, env={
-    **{k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_") or k == "AIRLOCK_LOG"},
-    "AIRLOCK_PROFILES_DIR": str(PROFILES)})
+    "limits": {"memory": "1GiB", "pids": 64, "timeout": "30s"}}})
 sessions = sessions_fixture(pytest)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _profiles_dir():
-    try:
-        yield
-    finally:
-        shutil.rmtree(PROFILES, ignore_errors=True)
 
 
 def r(daemon, sid, code, **fields):
@@ -164,3 +150,38 @@ def test_without_bash_r_runs_no_program(daemon, sessions):
     out = ok(r(daemon, sid, "plot(1:3)\nc(unname(Sys.which('sh')), search()[2])"))
     assert out["result"] == '[1] ""              "package:stats"', out["result"]
     assert len(out["outputs"]) == 1, out["outputs"]
+
+
+def test_stop_and_fork_say_r_state_is_lost(daemon, sessions):
+    sid = sessions.new()
+    ok(daemon.execute(sid, "kept = 7"))
+    ok(r(daemon, sid, "rvar <- 1"))
+    resp = daemon.post(f"/v1/sessions/{sid}/fork", json={"n": 1})
+    assert resp.status_code == 201, daemon.why(resp)
+    child = resp.json()["sessions"][0]
+    sessions.ids.append(child["id"])
+    assert "(r state)" in child["lost_names"], child
+    assert ok(r(daemon, child["id"], "exists('rvar')"))["result"] == "[1] FALSE"
+
+    resp = daemon.post(f"/v1/sessions/{sid}/stop")
+    assert resp.status_code == 200, daemon.why(resp)
+    assert "(r state)" in resp.json()["lost_names"], resp.json()
+    out = ok(r(daemon, sid, "exists('rvar')"))
+    assert out.get("resumed") is True and out["result"] == "[1] FALSE", out
+    assert ok(daemon.execute(sid, "kept"))["result"] == "7"
+
+
+def test_interrupt_keeps_the_session(daemon, sessions):
+    sid = sessions.new()
+    ok(r(daemon, sid, "kept <- 'here'"))
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("out", r(daemon, sid, "Sys.sleep(60)")))
+    t.start()
+    time.sleep(1.5)
+    resp = daemon.post(f"/v1/sessions/{sid}/interrupt")
+    assert resp.status_code in (200, 202), daemon.why(resp)
+    t.join(30)
+    out = box["out"]
+    assert out["status"] == "error" and out["error"]["name"] == "KeyboardInterrupt", out
+    assert out["state"] == "preserved"
+    assert ok(r(daemon, sid, "kept"))["result"] == '[1] "here"'
