@@ -147,7 +147,9 @@ bool repl_is_running(const struct repl *r)
         return r->pid > 0;
 }
 
-static int repl_start(struct repl *r, void *arg)
+/* Starts the REPL. On failure returns -errno, with what the REPL said in why (size bytes,
+ * empty when it said nothing): {"status": "failed", "message"} instead of ready. */
+static int repl_start(struct repl *r, void *arg, char *why, size_t size)
 {
         _cleanup_free_ char *ready = NULL;
         int cmd[2], reply[2], e;
@@ -196,6 +198,10 @@ static int repl_start(struct repl *r, void *arg)
         r->reply_fd = reply[0];
         ready = read_line(r->reply_fd, 4096, now_ns() + REPL_START_TIMEOUT_MS * 1000000ULL, &e);
         if (!ready || !strstr(ready, "\"ready\"")) {
+                _cleanup_(json_decrefp) json_t *said = ready ? json_loads(ready, 0, NULL) : NULL;
+                const char *msg = json_string_value(json_object_get(said, "message"));
+
+                (void) snprintf(why, size, "%s", msg ?: "");
                 (void) repl_kill(r);
                 return ready ? -EPROTO : e;
         }
@@ -278,12 +284,14 @@ json_t *repl_run(struct repl *r, void *arg, const char *code, json_t *req, size_
                 return NULL;
         for (int attempt = 0; attempt < 2; attempt++) {
                 if (r->pid == 0) {
-                        e = repl_start(r, arg);
+                        char why[256] = "";
+
+                        e = repl_start(r, arg, why, sizeof(why));
                         if (e == -ENOENT)
                                 return repl_error("OSError", 127, "%s", k->missing);
                         if (e < 0)
                                 return repl_error("OSError", 126, "cannot start %s: %s", k->program,
-                                                  strerror(-e));
+                                                  why[0] ? why : strerror(-e));
                 }
                 e = write_full(r->cmd_fd, line, strlen(line));
                 if (e == 0)
