@@ -504,9 +504,10 @@ static void print_probe(const struct jail_features *f, enum jail_isolation mode)
                                         : " (no isolation: development only)");
 }
 
-/* Says at start which profiles allow javascript where their root filesystem has no Node: their
- * javascript cells will fail at once with a message saying so (src/runner/node.c). */
-static void probe_node(void)
+/* Says at start which profiles allow javascript where their root filesystem has no Node, or r
+ * where it has no R: those cells will fail at once with a message saying so (src/runner/node.c,
+ * r.c). */
+static void probe_languages(void)
 {
         char **names = NULL;
 
@@ -519,13 +520,26 @@ static void probe_node(void)
 
                 if (profile_load(*n, &p, &err) < 0)
                         continue;
-                (void) snprintf(path, sizeof(path), "%s/usr/bin/node",
-                                strcmp(p->rootfs, "/") == 0 ? "" : p->rootfs);
-                if (p->lang_javascript && access(path, X_OK) < 0)
-                        log_warn("profile=%s msg=\"the profile allows javascript but '%s' is not "
-                                 "installed: its javascript cells will fail (apt-get install "
-                                 "nodejs)\"",
-                                 p->name, path);
+                const struct {
+                        bool allowed;
+                        const char *language, *file, *package;
+                        int mode;
+                } needs[] = {
+                        { p->lang_javascript, "javascript", "/usr/bin/node", "nodejs", X_OK },
+                        { p->lang_r, "r", "/usr/lib/R/lib/libR.so", "r-base-core", R_OK },
+                };
+
+                for (size_t i = 0; i < sizeof(needs) / sizeof(needs[0]); i++) {
+                        (void) snprintf(path, sizeof(path), "%s%s",
+                                        strcmp(p->rootfs, "/") == 0 ? "" : p->rootfs,
+                                        needs[i].file);
+                        if (needs[i].allowed && access(path, needs[i].mode) < 0)
+                                log_warn("profile=%s msg=\"the profile allows %s but '%s' is not "
+                                         "installed: its %s cells will fail (apt-get install "
+                                         "%s)\"",
+                                         p->name, needs[i].language, path, needs[i].language,
+                                         needs[i].package);
+                }
                 profile_free(p);
         }
         strv_free(names);
@@ -830,7 +844,7 @@ int cmd_serve(int argc, char **argv)
         print_probe(&features, mode);
         if (r < 0)
                 goto out;
-        probe_node();
+        probe_languages();
         nofile_was = raise_nofile();
 
         /* Blocked before any thread exists, so that every thread (MHD's, the manager's)
