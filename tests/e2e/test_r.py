@@ -19,10 +19,15 @@ if not os.access("/usr/lib/R/lib/libR.so", os.R_OK):
                 allow_module_level=True)
 
 NO_BASH = "r-no-bash"
+NO_R = "r-not-installed"
+EMPTY_ROOT = "/nonexistent/airlock-test-root"
 daemon = profiles_daemon_fixture(pytest, "airlock-e2e-r-profiles-", {NO_BASH: {
     "description": "Python and R without bash (test_r.py)",
     "languages": ["python", "r"],
-    "limits": {"memory": "1GiB", "pids": 64, "timeout": "30s"}}})
+    "limits": {"memory": "1GiB", "pids": 64, "timeout": "30s"}},
+    # A root filesystem without R: only the warning at start is looked at.
+    NO_R: {"description": "R where there is none (test_r.py)", "languages": ["python", "r"],
+           "rootfs": EMPTY_ROOT}})
 sessions = sessions_fixture(pytest)
 
 
@@ -185,3 +190,10 @@ def test_interrupt_keeps_the_session(daemon, sessions):
     assert out["status"] == "error" and out["error"]["name"] == "KeyboardInterrupt", out
     assert out["state"] == "preserved"
     assert ok(r(daemon, sid, "kept"))["result"] == '[1] "here"'
+
+
+def test_start_warns_of_a_profile_without_r(daemon):
+    assert (f"profile={NO_R} msg=\"the profile allows r but '{EMPTY_ROOT}/usr/lib/R/lib/libR.so' "
+            "is not installed: its r cells will fail (apt-get install r-base-core)") \
+        in daemon.log_text()
+    assert f"profile={NO_BASH} msg=\"the profile allows r" not in daemon.log_text()
