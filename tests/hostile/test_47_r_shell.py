@@ -49,7 +49,9 @@ def test_python_only_profile_refuses_r():
                   check_json=False)
         assert res.status != "ok", res.describe()
         assert "RAN" not in res.out and "uid=" not in res.out, res.describe()
-        said = res.cli_stderr + str(res.error or "") + str((res.json or {}).get("error", ""))
+        # The CLI says it on stderr; through the daemon (AIRLOCK_HOSTILE_VIA=daemon) it is the
+        # 400's body.
+        said = res.cli_stderr + res.raw_stdout.decode("utf-8", "replace")
         assert f"profile '{profile}' does not allow r" in said, res.describe()
 
 
