@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { accessSync, constants } from 'node:fs';
 
 import { connectHttp, textOf } from './lib/env.mjs';
-import { startGatewayDaemon } from './lib/gateway-daemon.mjs';
+import { e2bSdkFor, startGatewayDaemon } from './lib/gateway-daemon.mjs';
 
 let noR = false;
 try {
@@ -22,10 +22,7 @@ describe('the E2B SDK runs R cells', { skip: noR }, () => {
 
   before(async () => {
     daemon = await startGatewayDaemon({ flags: ['--pool-size', '1'] });
-    process.env.E2B_API_URL = `${daemon.url}/e2b/api`;
-    process.env.E2B_SANDBOX_URL = `${daemon.url}/e2b/sandbox`;
-    process.env.E2B_API_KEY = daemon.token;
-    const { Sandbox } = await import('@e2b/code-interpreter');
+    const { Sandbox } = await e2bSdkFor(daemon);
     sbx = await Sandbox.create();
   });
   after(async () => {

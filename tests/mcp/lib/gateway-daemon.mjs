@@ -64,3 +64,13 @@ export async function startGatewayDaemon({
   token ??= readFileSync(join(stateDir, 'token'), 'utf8').trim();
   return { url, token, stateDir, log: () => log, stop };
 }
+
+// The official E2B SDK pointed at daemon's /e2b surface the way a team moving its agent does
+// (E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY, an airlock token): its module, whose Sandbox
+// then makes sandboxes there.
+export async function e2bSdkFor(daemon) {
+  process.env.E2B_API_URL = `${daemon.url}/e2b/api`;
+  process.env.E2B_SANDBOX_URL = `${daemon.url}/e2b/sandbox`;
+  process.env.E2B_API_KEY = daemon.token;
+  return import('@e2b/code-interpreter');
+}
