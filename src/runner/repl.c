@@ -21,10 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
-
 #define REPL_CMD_FD 3
 #define REPL_REPLY_FD 4
 /* How long a REPL may take to start, and to stop after a SIGINT: well inside the daemon's
@@ -185,8 +181,9 @@ static int repl_start(struct repl *r, void *arg, char *why, size_t size)
                 if (a < 0 || b < 0 || in < 0 || dup2(in, 0) < 0 || dup2(a, REPL_CMD_FD) < 0 ||
                     dup2(b, REPL_REPLY_FD) < 0)
                         _exit(127);
-                /* Not the runner's control socket, nor anything else of the runner's. */
-                (void) syscall(SYS_close_range, REPL_REPLY_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+                /* Not the runner's control socket, nor anything else of the runner's: closed,
+                 * not close-on-exec, as a REPL may run without executing anything (r.c). */
+                (void) syscall(SYS_close_range, REPL_REPLY_FD + 1, ~0U, 0);
                 r->kind->child(arg);
                 _exit(127);
         }

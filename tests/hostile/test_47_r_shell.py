@@ -60,3 +60,15 @@ def test_r_runs_a_shell_where_bash_is_allowed_inside_the_sandbox():
     assert res.status == "ok", res.describe()
     uid = res.out.split()[0]
     assert uid.isdigit() and int(uid) != 0, res.describe()
+
+
+def test_r_holds_no_fd_of_the_runner():
+    """The R process is a fork of the session's runner that executes nothing: every fd of the
+    runner's (its control socket, another REPL's pipes) is closed, not merely close-on-exec."""
+    res = run('fds <- list.files("/proc/self/fd")\n'
+              'links <- Sys.readlink(file.path("/proc/self/fd", fds))\n'
+              'cat(paste(fds[!is.na(links) & nzchar(links)], collapse = " "), "\\n")',
+              language="r")
+    assert res.status == "ok", res.describe()
+    held = sorted(int(fd) for fd in res.out.split())
+    assert held == [0, 1, 2, 3, 4], f"the R process holds fds {held}\n{res.describe()}"
