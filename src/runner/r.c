@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
@@ -98,11 +99,25 @@ static int r_resolve(void *lib)
 }
 
 /* No execve nor execveat from here on (EACCES), for this process and what it forks: stacked on
- * the sandbox's own filter, which allows prctl(PR_SET_SECCOMP) for that (no_new_privs is set). */
+ * the sandbox's own filter, which allows prctl(PR_SET_SECCOMP) for that (no_new_privs is set).
+ * Another ABI (i386's int 0x80, where execve is 11) ends the process, and x32's numbers are
+ * denied too; the sandbox's filter already does both, this one does not count on it. */
+#if defined(__x86_64__)
+#define R_AUDIT_ARCH AUDIT_ARCH_X86_64
+#define R_X32_BIT 0x40000000u
+#elif defined(__aarch64__)
+#define R_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#define R_X32_BIT 0xffffffffu /* no such ABI: only a number no syscall has */
+#endif
+
 static int deny_exec(void)
 {
         struct sock_filter insns[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, R_AUDIT_ARCH, 1, 0),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
                 BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, R_X32_BIT, 2, 0),
                 BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_execve, 1, 0),
                 BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_execveat, 0, 1),
                 BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
