@@ -146,6 +146,6 @@ void chat_turn_done(struct chat_turn *t);
 int chat_run(struct llm_client *llm, struct toolbox *tb, json_t *request,
              const struct chat_options *opts, struct chat_turn *ret_turn, struct llm_error *err);
 
-/* Whether tool runs code (run_python, run_shell): what --approve and --chat-require-approval
- * put before a person. */
+/* Whether tool runs code (its descriptor's runs_code: run_python, run_shell, run_javascript,
+ * run_r): what --approve and --chat-require-approval put before a person. */
 bool chat_tool_runs_code(const char *tool);

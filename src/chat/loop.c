@@ -74,19 +74,19 @@ void chat_turn_done(struct chat_turn *t)
 
 bool chat_tool_runs_code(const char *tool)
 {
-        return tool && (strcmp(tool, "run_python") == 0 || strcmp(tool, "run_shell") == 0 ||
-                        strcmp(tool, "run_javascript") == 0);
+        const struct tool *t = tool ? tools_find(tool) : NULL;
+
+        return t && t->runs_code;
 }
 
-/* The code a run_python/run_shell/run_javascript call would run, or NULL for the tools that
- * run none. */
+/* The code a tool call would run (run_shell's "command", the others' "code"), or NULL for the
+ * tools that run none. */
 static const char *call_code(const char *name, json_t *args)
 {
-        if (strcmp(name, "run_python") == 0 || strcmp(name, "run_javascript") == 0)
-                return json_string_value(json_object_get(args, "code"));
-        if (strcmp(name, "run_shell") == 0)
-                return json_string_value(json_object_get(args, "command"));
-        return NULL;
+        if (!chat_tool_runs_code(name))
+                return NULL;
+        return json_string_value(
+                json_object_get(args, strcmp(name, "run_shell") == 0 ? "command" : "code"));
 }
 
 /* Whether opts lets the model see the toolbox's tool name (chat_options.only_tools and

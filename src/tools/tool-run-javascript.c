@@ -47,6 +47,7 @@ const struct tool tool_run_javascript = {
                          .idempotent = false,
                          .open_world = false },
         .needs_session = true,
+        .runs_code = true,
         .language = "javascript",
         .handler = run_javascript,
 };

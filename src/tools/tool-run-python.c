@@ -35,5 +35,6 @@ const struct tool tool_run_python = {
                          .idempotent = false,
                          .open_world = false },
         .needs_session = true,
+        .runs_code = true,
         .handler = run_python,
 };

@@ -31,6 +31,7 @@ const struct tool tool_run_r = {
                          .idempotent = false,
                          .open_world = false },
         .needs_session = true,
+        .runs_code = true,
         .language = "r",
         .handler = run_r,
 };

@@ -30,5 +30,6 @@ const struct tool tool_run_shell = {
                          .idempotent = false,
                          .open_world = false },
         .needs_session = true,
+        .runs_code = true,
         .handler = run_shell,
 };

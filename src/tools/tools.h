@@ -54,6 +54,9 @@ struct tool {
         const char *input_schema; /* JSON Schema (an object schema) as JSON text */
         struct tool_annotations annotations;
         bool needs_session; /* the call starts the session when there is none yet */
+        /* The call runs the model's code (its "code" or "command" argument): a chat that
+         * requires approval asks before it (chat_tool_runs_code()). */
+        bool runs_code;
         /* The language the tool runs, offered only where the profile allows it; NULL: any
          * profile (run_python and run_shell are offered everywhere, as before). */
         const char *language;

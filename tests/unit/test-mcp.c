@@ -570,6 +570,23 @@ Test(mcp, closing_ends_the_call_that_runs_and_refuses_the_rest)
 
 /* ---- tool declarations ----------------------------------------------------------------- */
 
+/* Every tool that runs the model's code says so, so that a chat requiring approval asks before
+ * each (chat_tool_runs_code()): the run_* tools, and any tool tied to a language. */
+Test(tools, every_tool_that_runs_code_says_so)
+{
+        size_t n = 0, running = 0;
+        const struct tool *const *all = tools_all(&n);
+
+        for (size_t i = 0; i < n; i++) {
+                bool named = strncmp(all[i]->name, "run_", 4) == 0;
+                cr_assert_eq(all[i]->runs_code, named || all[i]->language != NULL, "%s",
+                             all[i]->name);
+                running += all[i]->runs_code;
+        }
+        cr_assert_eq(running, 4, "run_python, run_shell, run_javascript, run_r");
+        cr_assert(tools_find("run_r")->runs_code);
+}
+
 /* run_javascript is offered where the profile allows javascript, and only there. */
 Test(tools, run_javascript_offered_by_profile)
 {
