@@ -60,11 +60,13 @@ describe('E2B code contexts against airlock', () => {
     const sbx = await create();
     const before = await sbx.listCodeContexts();
     assert.deepEqual(before.map((c) => [c.id, c.language]),
-      [['python', 'python'], ['bash', 'bash'], ['javascript', 'javascript']]);
+      [['python', 'python'], ['bash', 'bash'], ['javascript', 'javascript'],
+        ['typescript', 'typescript'], ['r', 'r']]);
     const a = await sbx.createCodeContext({ cwd: '/home/user' });
     const listed = await sbx.listCodeContexts();
-    assert.deepEqual(listed.map((c) => c.id), ['python', 'bash', 'javascript', a.id]);
-    assert.equal(listed[3].cwd, '/home/user');
+    assert.deepEqual(listed.map((c) => c.id),
+      ['python', 'bash', 'javascript', 'typescript', 'r', a.id]);
+    assert.equal(listed[5].cwd, '/home/user');
     // The default python context by its id is the sandbox's own interpreter.
     await sbx.runCode('d = 1');
     assert.equal((await sbx.runCode('d + 1', { context: listed[0] })).text, '2');
