@@ -732,10 +732,11 @@ static json_t *handle_check_dir(json_t *req)
 
 /* Adds variables to os.environ, which also sets them for the process (putenv), so bash and
  * subprocesses started later see them. The driver validated the names. "home", when given,
- * becomes the working directory, HOME and PWD (E2B's /home/user). */
+ * becomes the working directory, HOME and PWD (E2B's /home/user), and the cell package keeps
+ * E2B's kernels' conventions (home() in cell/setup.py). */
 static json_t *handle_setenv(json_t *req)
 {
-        _cleanup_pydecref_ PyObject *os = NULL, *environ = NULL;
+        _cleanup_pydecref_ PyObject *os = NULL, *environ = NULL, *res = NULL;
         json_t *env = json_object_get(req, "env"), *v;
         const char *k, *home = json_string_value(json_object_get(req, "home"));
         char msg[1024];
@@ -763,6 +764,10 @@ static json_t *handle_setenv(json_t *req)
                 val = PyUnicode_FromString(home);
                 if (!val || PyMapping_SetItemString(environ, "HOME", val) < 0 ||
                     PyMapping_SetItemString(environ, "PWD", val) < 0)
+                        goto py_fail;
+                /* E2B's kernels' conventions, which code written for E2B expects. */
+                res = PyObject_CallMethod(cell_module, "home", "s", home);
+                if (!res)
                         goto py_fail;
         }
         return json_pack("{s:s}", "op", "ok");

@@ -206,12 +206,25 @@ describe('the E2B SDK: results and home', () => {
       assert.equal(sh.logs.stdout.join(''), '/home/user\n/home/user\n');
     });
 
-    test('a native session keeps /work', async () => {
+    test('an image saved to a path is also displayed, as E2B\'s kernels do', async () => {
+      const ex = await sbx.runCode('from PIL import Image\n' +
+        "im = Image.new('RGBA', (16, 16), 'blue')\nim.save('saved.png')\nprint('done')");
+      assert.equal(ex.error, undefined, JSON.stringify(ex.error));
+      assert.equal(ex.results.length, 1);
+      assert.ok(Buffer.from(ex.results[0].png, 'base64').subarray(1, 4).toString() === 'PNG');
+      assert.equal(await sbx.files.exists('/home/user/saved.png'), true);
+    });
+
+    test('a native session keeps /work, and an image save is only a save there', async () => {
       const made = await (await native('POST', '/v1/sessions', {})).json();
       try {
         const out = await (await native('POST', `/v1/sessions/${made.id}/execute`,
           { code: 'import os\nos.getcwd() + " " + os.environ["HOME"]' })).json();
         assert.equal(out.result, "'/work /work'");
+        const saved = await (await native('POST', `/v1/sessions/${made.id}/execute`,
+          { code: "from PIL import Image\nImage.new('RGB', (4, 4)).save('s.png')" })).json();
+        assert.equal(saved.status, 'ok', JSON.stringify(saved.error));
+        assert.deepEqual(saved.outputs, []);
       } finally {
         await native('DELETE', `/v1/sessions/${made.id}`);
       }

@@ -159,6 +159,26 @@ def test_figures_and_pil_show_are_pngs(shell, frames):
     assert [f["index"] for f in frames] == [0, 1]
 
 
+def test_an_image_saved_in_an_e2b_session_is_also_displayed(shell, tmp_path):
+    save = ("from PIL import Image\n"
+            "im = Image.new('RGB', (3, 2), 'red')\n"
+            "im.save('a.png'); im.save(open('b.png', 'wb'), format='PNG')\n"
+            "import pathlib; im.save(pathlib.Path('c.png'))")
+    # Elsewhere save() is PIL's own: nothing displayed.
+    assert ok(shell, save)["outputs"] == []
+    # A session that lives in E2B's home keeps its kernels' convention: a save to a path (not
+    # to a file object) displays the image too, then saves it.
+    shell.home("/home/user")
+    r = ok(shell, save)
+    pngs = [base64.b64decode(o["data"]["image/png"]) for o in r["outputs"]]
+    assert len(pngs) == 2 and all(p.startswith(PNG_SIGNATURE) for p in pngs)
+    assert all((tmp_path / "work" / n).read_bytes().startswith(PNG_SIGNATURE)
+               for n in ("a.png", "b.png", "c.png"))
+    # A save that fails still raises PIL's error.
+    r = run(shell, "im.save('x.unknown-extension')")
+    assert r["error"]["name"] == "ValueError", r["error"]
+
+
 def test_plotly_show_gives_its_json_and_html(shell):
     pytest.importorskip("plotly")
     r = ok(shell, "import plotly.graph_objects as go\n"

@@ -7,6 +7,8 @@ these functions of the package:
     configure(profile, imports, policy)  once, in the zygote, before any user code
     preload(modules)                     in the zygote: import the profile's modules
     reseed()                             in every fresh session right after the fork
+    home(path)                           a session that lives in E2B's /home/user: its
+                                         kernels' conventions (an Image.save displays it)
     warmup_begin(), warmup_end()         in a warm pool member, around the cells it runs
                                          before it is handed over
     zygote_warmup(code, times)           in the zygote before it forks: the same cells
@@ -56,9 +58,9 @@ from .execute import reset_namespace, run_cell, warmup_begin, warmup_end, zygote
 from .files import files_changed, files_snapshot
 from .rich import display
 from .saved import restore, snapshot
-from .setup import configure, preload, reseed
+from .setup import configure, home, preload, reseed
 
-__all__ = ["configure", "preload", "reseed", "warmup_begin", "warmup_end", "zygote_warmup",
+__all__ = ["configure", "preload", "reseed", "home", "warmup_begin", "warmup_end", "zygote_warmup",
            "run_cell", "snapshot", "restore", "files_snapshot", "files_changed", "display"]
 
 # Set by runner.c: _channel(request_json) -> reply_json (Code Mode), _display(output_json) -> bool

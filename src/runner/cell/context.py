@@ -27,6 +27,7 @@ _count = 0
 _cell_outputs = None  # the outputs list of the running cell, None between cells
 _cell_figures = None  # ids of matplotlib figures already rendered by the running cell
 _display = None  # the display() a cell finds: IPython's where the profile has its dialect
+_save_displays = False  # Image.save(path) also displays the image (E2B's kernels: setup.home())
 
 # Cell sources stay in linecache so that tracebacks (also of functions defined in an older cell)
 # show the user's lines; past this many bytes the oldest cells' sources are dropped.

@@ -1,5 +1,6 @@
 """Rich outputs: display(), the _repr_*_ formatters, matplotlib figures as PNG."""
 
+import os
 import sys
 
 from . import charts
@@ -260,6 +261,33 @@ def _show_image(image):
     (ctx._display or display)(image)
 
 
+def _patch_image_save(module):
+    """In a session that keeps E2B's conventions (ctx._save_displays: setup.home()), an image
+    saved to a path is also displayed, as E2B's kernels do, before it is saved; elsewhere save()
+    is PIL's. A display that fails never stops the save."""
+    module._airlock_saving = _saving  # this package's, also when an earlier one patched save
+    image = module.Image
+    if getattr(image.save, "_airlock_save", False):
+        return
+    original = image.save
+
+    def save(self, fp, format=None, **params):
+        module._airlock_saving(self, fp)
+        return original(self, fp, format, **params)
+
+    save._airlock_save = True
+    save.__doc__ = original.__doc__
+    image.save = save
+
+
+def _saving(image, fp):
+    if ctx._save_displays and isinstance(fp, (str, os.PathLike)):
+        try:
+            _show_image(image)
+        except Exception as e:
+            _note(f"the saved image was not displayed: {type(e).__name__}: {e}")
+
+
 def _patch_plotly(pio):
     """A plotly figure's show() gives one output: the figure's JSON
     (application/vnd.plotly.v1+json) and its HTML (a div and a script tag for plotly.js, which
@@ -290,7 +318,7 @@ def _patch_pyplot_module(module):
 
 # What is changed in a library as soon as it is imported: module name -> patch(module).
 _PATCHES = {"matplotlib.pyplot": _patch_pyplot_module, "PIL.ImageShow": _patch_imageshow,
-            "plotly.io": _patch_plotly}
+            "PIL.Image": _patch_image_save, "plotly.io": _patch_plotly}
 
 
 class _PatchingLoader:
@@ -345,12 +373,13 @@ def _install_pyplot_hook():
 
 def _patch_pyplot():
     """Patches what was imported before the hook was there (preload())."""
-    shower = sys.modules.get("PIL.ImageShow")
-    if shower is not None:
-        try:
-            _patch_imageshow(shower)
-        except Exception:
-            pass
+    for name in ("PIL.ImageShow", "PIL.Image"):
+        module = sys.modules.get(name)
+        if module is not None:
+            try:
+                _PATCHES[name](module)
+            except Exception:
+                pass
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is not None and getattr(plt, "show", None) is not _show:
         try:

@@ -86,6 +86,14 @@ def preload(modules):
     return errors
 
 
+def home(path):
+    """The session lives in path, E2B's /home/user (runner.c has entered it and set HOME): a
+    sandbox made through E2B's API, whose code expects E2B's kernels' conventions. The one the
+    cell package keeps: an image saved to a path (PIL's Image.save) is also displayed, as E2B's
+    code interpreter does (docs/E2B.md)."""
+    ctx._save_displays = bool(path)
+
+
 def reseed():
     """Give this (freshly forked) session its own random sequences: sessions forked from one
     zygote would otherwise share the state of random and numpy's legacy global RandomState.
