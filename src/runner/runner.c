@@ -553,8 +553,14 @@ static void bound_result(json_t *out)
         if (!json_is_array(outputs))
                 return;
         for (size_t i = 0; i < json_array_size(outputs);) {
+                json_t *data = json_object_get(json_array_get(outputs, i), "data");
                 size_t n = json_dumpb(json_array_get(outputs, i), NULL, 0, JSON_COMPACT);
                 if (used + n > output_max) {
+                        /* A figure's chart or a frame's data goes first (charts.py): the PNG or
+                         * HTML beside it is what the output is for. Measured again after. */
+                        if ((json_object_del(data, "application/vnd.airlock.chart+json") == 0) |
+                            (json_object_del(data, "application/vnd.airlock.data+json") == 0))
+                                continue;
                         json_array_remove(outputs, i);
                         dropped++;
                         continue;

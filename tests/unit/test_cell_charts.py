@@ -129,10 +129,16 @@ def test_a_raising_extraction_leaves_the_png(cell, capfd):
     assert "no chart for this figure: RuntimeError: nope" in capfd.readouterr().err
 
 
-def test_too_many_points_give_no_chart(cell):
-    reply = ok(cell, "import matplotlib.pyplot as plt\nplt.plot(range(100_001))\nplt.show()")
+def test_too_many_points_give_no_chart(cell, capfd):
+    reply = ok(cell, "import matplotlib.pyplot as plt\nplt.plot(range(10_001))\nplt.show()")
     assert charts_of(reply) == []
     assert [o for o in reply["outputs"] if "image/png" in o["data"]]
+    assert "over 10000 points" in capfd.readouterr().err
+    # Under the cap, a chart whose JSON would be too large (long labels) has none either.
+    reply = ok(cell, "import matplotlib.pyplot as plt\n"
+                     "plt.bar([str(i) + 'x' * 200 for i in range(2000)], range(2000))\nplt.show()")
+    assert charts_of(reply) == [] and [o for o in reply["outputs"] if "image/png" in o["data"]]
+    assert "over 262144 bytes" in capfd.readouterr().err
 
 
 @pytest.fixture

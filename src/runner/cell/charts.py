@@ -14,10 +14,14 @@ import sys
 CHART_MIME = "application/vnd.airlock.chart+json"
 DATA_MIME = "application/vnd.airlock.data+json"
 
-# Past these a chart or data is left out (the PNG or HTML stays): a figure of millions of points
-# or a frame of millions of cells would make outputs larger than any agent reads.
-POINTS_MAX = 100_000
-CELLS_MAX = 100_000
+# Past these a chart or data is left out (the PNG or HTML stays): its JSON shares the output with
+# the PNG or HTML, and outputs larger than the profile's output limit are dropped whole
+# (runner.c, bound_result), so a chart must never cost the figure. ~26 bytes a point and ~18 a
+# cell keep either well under the default profile's 1 MiB; JSON_MAX bounds what a value's
+# text makes of that.
+POINTS_MAX = 10_000
+CELLS_MAX = 10_000
+JSON_MAX = 256 * 1024
 
 _UNIT = re.compile(r"\s\((.*?)\)|\[(.*?)\]")
 
@@ -30,10 +34,15 @@ def _note(text):
 
 
 def _dumps(obj):
-    """obj as JSON text: NaN and infinities become null, unknown types their str()."""
+    """obj as JSON text: NaN and infinities become null, unknown types their str(). None past
+    JSON_MAX bytes (long strings in a frame's cells, long labels), said on stderr."""
     import json
 
-    return json.dumps(_clean(obj), allow_nan=False, default=str, separators=(",", ":"))
+    text = json.dumps(_clean(obj), allow_nan=False, default=str, separators=(",", ":"))
+    if len(text) > JSON_MAX:
+        _note(f"no chart or data for this output: its JSON would be over {JSON_MAX} bytes")
+        return None
+    return text
 
 
 def _clean(v):
