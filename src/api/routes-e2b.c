@@ -1348,7 +1348,10 @@ int api_handle_e2b_context_restart(struct api_request *req)
                 return e2b_reply(req, MHD_HTTP_NOT_IMPLEMENTED,
                                  "airlock does not restart %s contexts: they share the "
                                  "session's one %s",
-                                 language, strcmp(language, "bash") == 0 ? "shell" : "Node REPL");
+                                 language,
+                                 strcmp(language, "bash") == 0 ? "shell"
+                                 : strcmp(language, "r") == 0  ? "R session"
+                                                               : "Node REPL");
         /* The default one: a new __main__ in the session's interpreter; a created one: a new
          * process (made anew when the sandbox was resumed since, and had none). */
         r = context_runner_op(req, session, "ctx_restart",

@@ -266,7 +266,8 @@ static enum chat_approval approve_on_tty(void *userdata, const char *tool, const
         if (code) {
                 fprintf(tty, "\n--- the model wants to run (%s) ---\n",
                         strcmp(tool, "run_shell") == 0        ? "shell"
-                        : strcmp(tool, "run_javascript") == 0 ? "javascript"
+                        : strcmp(tool, "run_javascript") == 0 ? "javascript or typescript"
+                        : strcmp(tool, "run_r") == 0          ? "r"
                                                               : "python");
         } else {
                 shown = json_dumps(args, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_SORT_KEYS);

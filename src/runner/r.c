@@ -255,17 +255,19 @@ static json_t *child_cell(sexp fn, json_t *req, const char *plotdir)
         _cleanup_free_ char *clean = NULL;
         char *cwd = NULL;
         json_t *saved, *out;
-        sexp call, v;
+        sexp call, v, code_arg, cell_arg, dir_arg;
         int failed = 0;
 
         clean = utf8_sanitize(code ?: "", strlen(code ?: ""));
         if (!clean)
                 return NULL;
         saved = apply_call(req, &cwd);
-        call = R.protect(
-                R.lang4(fn, R.scalar_string(R.mkchar_ce(clean, CE_UTF8)),
-                        R.scalar_integer((int) json_integer_value(json_object_get(req, "cell"))),
-                        R.scalar_string(R.mkchar_ce(plotdir, CE_UTF8))));
+        /* Each argument protected as it is made: the next allocation may collect garbage. */
+        code_arg = R.protect(R.scalar_string(R.mkchar_ce(clean, CE_UTF8)));
+        cell_arg =
+                R.protect(R.scalar_integer((int) json_integer_value(json_object_get(req, "cell"))));
+        dir_arg = R.protect(R.scalar_string(R.mkchar_ce(plotdir, CE_UTF8)));
+        call = R.protect(R.lang4(fn, code_arg, cell_arg, dir_arg));
         /* A SIGINT that came between cells is not this cell's. */
         *R.interrupts_pending = 0;
         v = R.try_eval(call, *R.global_env, &failed);
@@ -275,7 +277,7 @@ static json_t *child_cell(sexp fn, json_t *req, const char *plotdir)
                 out = cell_answer(R.protect(v));
                 R.unprotect(1);
         }
-        R.unprotect(1);
+        R.unprotect(4);
         restore_call(saved, cwd);
         return out;
 }

@@ -1199,7 +1199,8 @@ static json_t *context_exec(struct code_context *c, json_t *req)
                         break;
                 }
                 if (pfd[0].revents) {
-                        r = wire_recv(c->fd, REQUEST_MAX, &m);
+                        r = wire_recv(c->fd, WIRE_FRAME_MAX,
+                                      &m); /* a result, as large as the daemon takes */
                         if (r < 0)
                                 break; /* the context died */
                         op = json_string_value(json_object_get(m, "op")) ?: "";
