@@ -994,7 +994,7 @@ struct code_context {
 static struct code_context contexts[CONTEXTS_MAX];
 static size_t n_contexts;
 static bool is_context; /* this process is a context: it makes none itself */
-static volatile sig_atomic_t relay_sigint;
+static volatile sig_atomic_t relay_pid; /* the context a SIGINT goes on to, while it runs a cell */
 
 static json_t *context_answer(const char *error)
 {
@@ -1145,10 +1145,12 @@ static int handle_context(const char *op, json_t *req, json_t **ret_resp)
         return 0;
 }
 
+/* Passes the SIGINT on at once (kill() is async-signal-safe): one that came between the loop's
+ * check and its poll() would otherwise wait for the next frame, which may never come. */
 static void on_relay_sigint(int sig)
 {
-        (void) sig;
-        relay_sigint = 1;
+        if (relay_pid > 0)
+                (void) kill((pid_t) relay_pid, sig);
 }
 
 /* A cell's error answer that the runner makes itself (the context is unknown or died). */
@@ -1174,11 +1176,12 @@ static json_t *context_exec(struct code_context *c, json_t *req)
                 return context_error_result("ContextError",
                                             "a created context runs python cells only");
         /* Before the cell goes down: an interrupt for it must reach the context, never raise
-         * KeyboardInterrupt in this interpreter. No SA_RESTART: poll() returns on it. */
+         * KeyboardInterrupt in this interpreter; the handler passes it on at once. */
         (void) sigemptyset(&sa.sa_mask);
-        relay_sigint = 0;
+        relay_pid = (sig_atomic_t) c->pid;
         (void) sigaction(SIGINT, &sa, &old);
         if (wire_send(c->fd, req) < 0) {
+                relay_pid = 0;
                 (void) sigaction(SIGINT, &old, NULL);
                 context_end(c);
                 return context_error_result("ContextError", "the context's interpreter has ended");
@@ -1189,10 +1192,6 @@ static json_t *context_exec(struct code_context *c, json_t *req)
                 json_t *m = NULL;
                 const char *op;
 
-                if (relay_sigint) {
-                        relay_sigint = 0;
-                        (void) kill(c->pid, SIGINT);
-                }
                 if (poll(pfd, 2, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -1229,6 +1228,7 @@ static json_t *context_exec(struct code_context *c, json_t *req)
                                 break;
                 }
         }
+        relay_pid = 0;
         (void) sigaction(SIGINT, &old, NULL);
         if (!out) {
                 context_end(c);
