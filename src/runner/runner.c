@@ -993,7 +993,7 @@ struct code_context {
 
 static struct code_context contexts[CONTEXTS_MAX];
 static size_t n_contexts;
-static bool is_context; /* this process is a context: it makes none itself */
+static bool is_context;                 /* this process is a context: it makes none itself */
 static volatile sig_atomic_t relay_pid; /* the context a SIGINT goes on to, while it runs a cell */
 
 static json_t *context_answer(const char *error)
