@@ -75,8 +75,9 @@ describe('the E2B SDK: results and home', () => {
 
       const box = await chartOf(
         "plt.boxplot([[1, 2, 3, 4, 5], [2, 4, 6, 8, 10, 40]], labels=['a', 'b'], " +
-        "patch_artist=True)");
+        "patch_artist=True)\nplt.xlabel('group')\nplt.ylabel('score')");
       assert.equal(box.type, 'box_and_whisker');
+      assert.deepEqual([box.x_label, box.y_label], ['group', 'score']);
       assert.deepEqual(box.elements[0], { label: 'a', min: 1, first_quartile: 2, median: 3,
         third_quartile: 4, max: 5, outliers: [] });
       assert.deepEqual(box.elements[1].outliers, [40]);

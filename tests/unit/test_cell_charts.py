@@ -81,13 +81,18 @@ def test_pie_chart(cell):
     assert chart["type"] == "pie" and chart["title"] == "share"
     assert chart["elements"] == [{"label": "x", "angle": 90.0, "radius": 1.0},
                                  {"label": "y", "angle": 270.0, "radius": 1.0}]
+    # Rounded as E2B's are: 90% of a circle is 324 degrees, not matplotlib's 323.99999...
+    chart = one_chart(cell, "plt.figure(); plt.pie([90, 10], startangle=90)")
+    assert [e["angle"] for e in chart["elements"]] == [324.0, 36.0]
 
 
 def test_box_and_whisker_chart(cell):
     chart = one_chart(cell, "plt.boxplot([[1, 2, 3, 4, 5], [2, 4, 6, 8, 10, 40]], "
-                            "labels=['a', 'b'])\nplt.ylabel('v')")
+                            "labels=['a', 'b'])\nplt.xlabel('group')\nplt.ylabel('v')")
     assert chart["type"] == "box_and_whisker"
-    assert chart["x_label"] == "v"  # as E2B: a vertical box plot's value axis is x
+    # As E2B's: a vertical box plot keeps its labels (E2B's own box-and-whisker SDK test);
+    # horizontal boxes swap them, as horizontal bars do.
+    assert (chart["x_label"], chart["y_label"]) == ("group", "v")
     a, b = chart["elements"]
     assert a == {"label": "a", "min": 1.0, "first_quartile": 2.0, "median": 3.0,
                  "third_quartile": 4.0, "max": 5.0, "outliers": []}

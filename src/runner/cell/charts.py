@@ -205,7 +205,8 @@ def _labels(ax):
 
 
 def _swap(chart):
-    """x and y's labels and units exchanged (horizontal bars and vertical boxes, as E2B)."""
+    """x and y's labels and units exchanged (horizontal bars and boxes: E2B's x is where the
+    categories are)."""
     for key in ("label", "unit"):
         chart[f"x_{key}"], chart[f"y_{key}"] = chart[f"y_{key}"], chart[f"x_{key}"]
 
@@ -284,8 +285,15 @@ def _pie(ax):
 
 
 def _round(v):
-    """v to 8 significant digits (108.00000000000001 is 108.0)."""
-    return float(f"{float(v):.8g}")
+    """v rounded as E2B's charts are: to 8 significant digits less its power of ten (so three
+    decimals in the hundreds: 108.00000000000001 is 108.0, a pie's 323.99999 degrees 324.0)."""
+    import math
+
+    v = float(v)
+    if v == 0 or not math.isfinite(v):
+        return v
+    digits = max(1, 8 - math.floor(math.log10(abs(v))))
+    return float(f"{v:.{digits}g}")
 
 
 def _tick_label(ticks, labels, pos, index, width):
@@ -340,7 +348,7 @@ def _boxes(ax, chart):
     flat = sum(1 for x, y in segs if y[0] == y[1] and x[0] != x[1])
     upright = sum(1 for x, y in segs if x[0] == x[1] and y[0] != y[1])
     vertical = flat >= upright
-    if vertical:
+    if not vertical:
         _swap(chart)
     ticks = list(ax.get_xticks() if vertical else ax.get_yticks())
     labels = [t.get_text() for t in (ax.get_xticklabels() if vertical else ax.get_yticklabels())]
