@@ -38,13 +38,35 @@ run meson test -C $build --suite unit --print-errorlogs --verbose --num-processe
 run $py -m pytest -q -p no:cacheprovider tests/unit
 # The e2e tests of internal tools start the reference MCP servers from npm.
 run tests/mcp/install.sh
+
+# Two lanes side by side (most of these tests wait on daemons and cells, not on the CPU): the
+# end-to-end suite prints as it runs; the client, node and dashboard suites write to a log that
+# is printed when the first lane is done, each with its runner's own summary. Each test starts
+# its own daemons. The hostile suites run alone afterwards: their host guard checks the whole
+# host (sandbox processes, cgroups, mounts, /tmp) for anything a test left behind.
+lane_log=$(mktemp /tmp/airlock-test-lane.XXXXXX)
+lane_b() {
+        local status=0
+        # The Python client (clients/python) against its own daemons; it installs the package
+        # offline with Debian's pip into a temporary directory.
+        run $py -m pytest -q -p no:cacheprovider tests/clients/python
+        run tests/mcp/run.sh
+        # The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to
+        # tests/ui/artefacts/.
+        run $py -m pytest -q -p no:cacheprovider tests/ui
+        return $status
+}
+lane_b > "$lane_log" 2>&1 &
+lane_b_pid=$!
 run $py -m pytest -q -p no:cacheprovider tests/e2e
-# The Python client (clients/python) against its own daemons; it installs the package offline
-# with Debian's pip into a temporary directory.
-run $py -m pytest -q -p no:cacheprovider tests/clients/python
-run tests/mcp/run.sh
-# The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to tests/ui/artefacts/.
-run $py -m pytest -q -p no:cacheprovider tests/ui
+lane_b_status=0
+wait $lane_b_pid || lane_b_status=$?
+echo
+echo "==== the second lane (Python client, node clients, dashboard), run beside the e2e suite"
+cat "$lane_log"
+rm -f "$lane_log"
+[ $lane_b_status -eq 0 ] || status=1
+
 run $py -m pytest -q -p no:cacheprovider tests/hostile
 run env AIRLOCK_HOSTILE_VIA=daemon $py -m pytest -q -p no:cacheprovider tests/hostile
 
