@@ -1,7 +1,7 @@
 """Every float the daemon writes is the shortest text that reads back as the same double, as
 Python's repr writes it (issue 28, item 5): `"wall_ms": 0.714752`, not jansson's
 `0.71475200000000005`. Checked on the raw bytes of the native execute answer (session and
-one-shot), the ndjson stream, MCP's tools/call and /metrics (docs/API.md)."""
+one-shot), the ndjson stream, MCP's tools/call, /metrics and `airlock run --json` (docs/API.md)."""
 import json
 import re
 
@@ -136,3 +136,11 @@ def test_metrics_values_are_shortest(daemon):
         assert_shortest(value, line)
         fractional += 1
     assert fractional > 0, r.text
+
+
+def test_cli_json_output_has_shortest_floats(run):
+    """`airlock run --json` reads the execution object and writes it again: the same form."""
+    r = run("sum(range(1000))")
+    assert r.returncode == 0, r.stderr
+    doc, found = reals(r.stdout.encode(), "airlock run --json")
+    check_execution(doc, found, "airlock run --json")
