@@ -235,88 +235,13 @@ size_t json_real_text(double v, char buf[static JSON_REAL_TEXT_MAX])
         return (size_t) (p - buf);
 }
 
-/* How many reals of a value json_dump_text() takes from the value itself; with more (or with
- * JSON_SORT_KEYS) it reads them back from jansson's text. */
-#define DUMP_REALS_MAX 32
-
-/* json_dump_callback()'s state: the text so far, whether the last chunk opened a string, and
- * the reals. Jansson writes a string as a lone '"', its runs and escapes (a '"' inside is the
+/* json_dump_callback()'s state: the text so far and whether the last chunk opened a string.
+ * Jansson writes a string as a lone '"', its runs and escapes (a '"' inside is the
  * chunk "\""), and a lone '"'; every other value, a real included, as one chunk. */
 struct dump_text {
         struct buf text;
         bool in_string;
-        bool out_of_step; /* a real's text was not near reals[next_real] */
-        double reals[DUMP_REALS_MAX];
-        size_t n_reals, next_real; /* n_reals 0: read each real from its text */
 };
-
-/* Collects the reals of v into d->reals in the order json_dump_callback() writes them without
- * JSON_SORT_KEYS (an object's members in json_object_iter()'s order, as jansson's dump.c walks
- * them); false when there are more than DUMP_REALS_MAX. */
-static bool collect_reals(struct dump_text *d, const json_t *v)
-{
-        json_t *m;
-        size_t i;
-
-        switch (json_typeof(v)) {
-        case JSON_REAL:
-                if (d->n_reals == DUMP_REALS_MAX)
-                        return false;
-                d->reals[d->n_reals++] = json_real_value(v);
-                return true;
-        case JSON_OBJECT:
-                for (void *it = json_object_iter((json_t *) v); it;
-                     it = json_object_iter_next((json_t *) v, it))
-                        if (!collect_reals(d, json_object_iter_value(it)))
-                                return false;
-                return true;
-        case JSON_ARRAY:
-                json_array_foreach (v, i, m)
-                        if (!collect_reals(d, m))
-                                return false;
-                return true;
-        case JSON_STRING:
-        case JSON_INTEGER:
-        case JSON_TRUE:
-        case JSON_FALSE:
-        case JSON_NULL:
-                break;
-        }
-        return true;
-}
-
-/* Whether text, jansson's "%.2g" of a real, is near v (within 6%): that reals[] is in step
- * with the text. */
-static bool real_text_is(const char *text, double v)
-{
-        const char *p = text + (*text == '-');
-        uint64_t m = 0;
-        int scale = 0;
-        bool point = false;
-        double x;
-
-        if ((*text == '-') != (bool) signbit(v))
-                return false;
-        for (; *p && *p != 'e'; p++) {
-                if (*p < '0' || *p > '9') {
-                        point = true;
-                        continue;
-                }
-                if (m >= UINT64_MAX / 10 - 9)
-                        return false;
-                m = m * 10 + (uint64_t) (*p - '0');
-                scale -= point;
-        }
-        if (*p == 'e')
-                scale += atoi(p + 1);
-        x = (double) m;
-        for (; scale > 22; scale -= 22)
-                x *= 1e22;
-        for (; scale < -22; scale += 22)
-                x /= 1e22;
-        x = scale < 0 ? x / exact_pow10[-scale] : x * exact_pow10[scale];
-        return fabs(x - fabs(v)) <= fabs(v) * 0.06;
-}
 
 static int dump_text_chunk(const char *p, size_t n, void *userdata)
 {
@@ -332,14 +257,7 @@ static int dump_text_chunk(const char *p, size_t n, void *userdata)
                 /* A real, as jansson wrote it ('.' whatever the locale). */
                 memcpy(text, p, n);
                 text[n] = '\0';
-                if (d->n_reals == 0) /* "%.17g" reads back exactly (the C locale's '.') */
-                        v = strtod(text, NULL);
-                else if (d->next_real < d->n_reals && real_text_is(text, d->reals[d->next_real]))
-                        v = d->reals[d->next_real++];
-                else {
-                        d->out_of_step = true;
-                        return -1;
-                }
+                v = strtod(text, NULL); /* "%.17g" reads back exactly (the C locale's '.') */
                 n = json_real_text(v, real);
                 p = real;
         }
@@ -360,28 +278,13 @@ static int dump_text_init(struct dump_text *d)
 
 char *json_dump_text(const json_t *v, size_t flags, size_t *ret_len)
 {
-        const size_t precision = JSON_REAL_PRECISION(31);
         struct dump_text d;
-        int r;
 
         if (dump_text_init(&d) < 0)
                 return NULL;
-        /* Jansson writes each real too, "%.17g" by default; when the reals are taken from v,
-         * two digits (half the time of 17) are enough to check that they are in step. */
-        if (!(flags & JSON_SORT_KEYS) && collect_reals(&d, v) && d.n_reals > 0)
-                r = json_dump_callback(v, dump_text_chunk, &d,
-                                       (flags & ~precision) | JSON_REAL_PRECISION(2));
-        else {
-                d.n_reals = 0;
-                r = json_dump_callback(v, dump_text_chunk, &d, flags & ~precision);
-        }
-        if (r < 0 && d.out_of_step) { /* not expected: read each real from its text */
-                buf_done(&d.text);
-                if (dump_text_init(&d) < 0)
-                        return NULL;
-                r = json_dump_callback(v, dump_text_chunk, &d, flags & ~precision);
-        }
-        if (r < 0 || d.next_real != d.n_reals) {
+        /* Jansson writes each real with "%.17g" (its default precision), which reads back to the
+         * same double; each is rewritten in its shortest form on its way through. */
+        if (json_dump_callback(v, dump_text_chunk, &d, flags & ~JSON_REAL_PRECISION(31)) < 0) {
                 buf_done(&d.text);
                 return NULL;
         }
