@@ -6,6 +6,7 @@
 #include "exec-stream.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/utf8.h"
 #include "reply-queue.h"
 #include "tenant/tenant.h"
@@ -113,16 +114,17 @@ void exec_stream_push_locked(struct exec_stream *st, const void *data, size_t le
 
 void exec_stream_push_line_locked(struct exec_stream *st, json_t *event)
 {
+        size_t len = 0;
         char *text;
 
         if (!event)
                 return;
-        text = json_dumps(event, JSON_COMPACT | JSON_ENSURE_ASCII); /* no raw C1 controls */
+        /* ASCII only: no raw C1 controls. */
+        text = json_dump_text(event, JSON_COMPACT | JSON_ENSURE_ASCII, &len);
         json_decref(event);
         if (text)
                 (void) reply_queue_push_locked(
-                        &st->q, (struct iovec[]){ { text, strlen(text) }, { (char *) "\n", 1 } },
-                        2);
+                        &st->q, (struct iovec[]){ { text, len }, { (char *) "\n", 1 } }, 2);
         free(text);
         pthread_cond_broadcast(&st->cond);
 }

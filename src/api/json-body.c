@@ -596,7 +596,7 @@ int session_patch_body_parse(const char *buf, size_t len, json_t **ret_root,
                 _cleanup_free_ char *text = NULL;
                 (void) json_object_del(root, "lifetime_s");
                 lifetime = json_null();
-                text = json_dumps(root, JSON_COMPACT);
+                text = json_dump_text(root, JSON_COMPACT, NULL);
                 json_decref(root);
                 root = NULL;
                 if (!text)

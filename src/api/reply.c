@@ -4,6 +4,7 @@
 #include "api-internal.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/utf8.h"
 #include "e2b/e2b.h"
 #include "openai/openai.h"
@@ -73,11 +74,10 @@ int api_reply_json_header(struct api_request *req, unsigned status, json_t *body
         if (body) {
                 /* ASCII only: C1 controls (U+0080-U+009F) in output must not reach a terminal raw.
                  */
-                text = json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII);
+                text = json_dump_text(body, JSON_COMPACT | JSON_ENSURE_ASCII, &len);
                 json_decref(body);
                 if (!text)
                         return -ENOMEM;
-                len = strlen(text);
                 /* A newline, so that `curl` output ends cleanly. */
                 grown = realloc(text, len + 2);
                 if (!grown) {

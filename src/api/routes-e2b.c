@@ -12,6 +12,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/utf8.h"
 #include "e2b/e2b.h"
 #include "exec-stream.h"
@@ -1399,7 +1400,7 @@ static int connect_error(struct api_request *req, const char *code, const char *
         if (!is_connect_stream(req))
                 return api_reply_json(req, e2b_connect_http_status(code), err);
         wrapped = json_pack("{s:o}", "error", err);
-        text = wrapped ? json_dumps(wrapped, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        text = wrapped ? json_dump_text(wrapped, JSON_COMPACT | JSON_ENSURE_ASCII, NULL) : NULL;
         json_decref(wrapped);
         if (!text)
                 return -ENOMEM;
@@ -1677,7 +1678,8 @@ out:
 /* One Connect envelope of msg (taken) into the stream. */
 static void push_envelope_locked(struct exec_stream *st, unsigned flags, json_t *msg)
 {
-        _cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        _cleanup_free_ char *text =
+                msg ? json_dump_text(msg, JSON_COMPACT | JSON_ENSURE_ASCII, NULL) : NULL;
         _cleanup_free_ char *env = NULL;
         size_t env_len = 0;
 

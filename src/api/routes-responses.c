@@ -9,6 +9,7 @@
 #include "api-internal.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "reply-queue.h"
 #include "responses/responses.h"
 
@@ -82,7 +83,7 @@ static void sse_release(struct sse_stream *st)
 static void sse_event(void *userdata, const char *type, json_t *event)
 {
         struct sse_stream *st = userdata;
-        _cleanup_free_ char *data = json_dumps(event, JSON_COMPACT | JSON_ENSURE_ASCII);
+        _cleanup_free_ char *data = json_dump_text(event, JSON_COMPACT | JSON_ENSURE_ASCII, NULL);
 
         if (!data)
                 return;

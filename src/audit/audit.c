@@ -8,6 +8,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
@@ -17,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <locale.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -259,7 +259,7 @@ static size_t flat_get_size(const char **p)
         return n;
 }
 
-/* The writer writes the lines as jansson's json_dumps(JSON_COMPACT) did, byte for byte
+/* The writer writes the lines as json_dump_text(JSON_COMPACT) does, byte for byte
  * (tests/unit/test-audit.c compares them), straight from the flat fields: no jansson values
  * are made again, nor freed. */
 
@@ -314,34 +314,13 @@ static int put_text(struct buf *b, const char *s)
         return clean ? put_string(b, clean, strlen(clean)) : -ENOMEM;
 }
 
-/* A real as jansson writes it: 17 significant digits, always a '.' or an exponent (so that it
- * reads back as a real), the exponent without '+' or leading zeros. */
+/* A real as json_dump_text() writes it: the shortest text that reads back as v. */
 static int put_real(struct buf *b, double v)
 {
-        const char *point = localeconv()->decimal_point;
-        char text[40], *p;
-        int n;
+        char text[JSON_REAL_TEXT_MAX];
+        size_t n = json_real_text(v, text);
 
-        n = snprintf(text, sizeof(text) - 2, "%.17g", v);
-        if (n < 0 || (size_t) n >= sizeof(text) - 2)
-                return -EINVAL;
-        if (point[0] && point[0] != '.' && !point[1] && (p = strchr(text, point[0])))
-                *p = '.';
-        if (!strpbrk(text, ".e"))
-                memcpy(text + n, ".0", 3);
-        p = strchr(text, 'e');
-        if (p) {
-                char *from = p + 1, *to = p + 1;
-
-                if (*from == '-')
-                        from++, to++;
-                else if (*from == '+')
-                        from++;
-                while (*from == '0' && from[1])
-                        from++;
-                memmove(to, from, strlen(from) + 1);
-        }
-        return put(b, text, strlen(text));
+        return put(b, text, n);
 }
 
 static int flat_dump(struct buf *b, const char **p);

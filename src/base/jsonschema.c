@@ -163,8 +163,8 @@ static void text_string(struct text *t, const char *s, size_t len)
  * as_json as compact JSON when that is short (an enum of objects). */
 static void text_value(struct text *t, const json_t *x, bool as_json)
 {
-        char buf[64];
-        size_t n;
+        _cleanup_free_ char *dumped = NULL;
+        size_t n = 0;
 
         switch (json_typeof(x)) {
         case JSON_STRING:
@@ -187,9 +187,9 @@ static void text_value(struct text *t, const json_t *x, bool as_json)
                 break;
         case JSON_OBJECT:
         case JSON_ARRAY:
-                n = as_json ? json_dumpb(x, buf, sizeof(buf), JSON_COMPACT) : 0;
-                if (n > 0 && n <= sizeof(buf))
-                        text_append(t, buf, n);
+                dumped = as_json ? json_dump_text(x, JSON_COMPACT, &n) : NULL;
+                if (dumped && n <= 64)
+                        text_append(t, dumped, n);
                 else
                         text_add(t, "%s", json_type_name(x));
                 break;

@@ -6,6 +6,7 @@
 #include "gateway.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "caller-tools.h"
 #include "chat.h"
 #include "continuation.h"
@@ -653,7 +654,7 @@ int chat_gateway_run(const struct chat_gateway_config *cfg, struct tools_backend
 
 static int sse_event(FILE *f, json_t *obj)
 {
-        _cleanup_free_ char *text = json_dumps(obj, JSON_COMPACT);
+        _cleanup_free_ char *text = json_dump_text(obj, JSON_COMPACT, NULL);
 
         if (!text)
                 return -ENOMEM;

@@ -4,6 +4,7 @@
 #include "llm.h"
 
 #include "base/buf.h"
+#include "base/json-util.h"
 
 #include "base/cleanup.h"
 
@@ -205,7 +206,7 @@ static int check_completion(json_t *resp, const char *url, struct llm_error *err
 
                 /* Some providers answer 200 with an error object: show its message. */
                 if (json_object_get(resp, "error"))
-                        text = json_dumps(resp, JSON_COMPACT);
+                        text = json_dump_text(resp, JSON_COMPACT, NULL);
                 if (text)
                         provider_message(text, strlen(text), pm, sizeof(pm));
                 if (pm[0])
@@ -239,7 +240,7 @@ int llm_complete(struct llm_client *c, json_t *request, json_t **ret_response,
                 llm_error_set(err, 0, "cancelled: airlock is shutting down");
                 return -ECANCELED;
         }
-        body = json_dumps(request, JSON_COMPACT);
+        body = json_dump_text(request, JSON_COMPACT, NULL);
         if (!body) {
                 llm_error_set(err, 0, "cannot encode the request");
                 return -ENOMEM;

@@ -6,6 +6,7 @@
 #include "chat.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/utf8.h"
 #include "caller-tools.h"
 #include "tools/tools.h"
@@ -264,7 +265,7 @@ static json_t *assistant_for_history(json_t *msg, json_t *tool_calls, unsigned r
                         }
                 }
                 if (args && !json_is_string(args))
-                        args_text = json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
+                        args_text = json_dump_text(args, JSON_COMPACT | JSON_ENCODE_ANY, NULL);
                 c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id",
                               made_id ? made_id : json_string_value(id), "type", "function",
                               "function", "name", name ? name : "", "arguments",

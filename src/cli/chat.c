@@ -9,6 +9,7 @@
 #include "tools-remote.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "chat/chat.h"
@@ -270,7 +271,8 @@ static enum chat_approval approve_on_tty(void *userdata, const char *tool, const
                         : strcmp(tool, "run_r") == 0          ? "r"
                                                               : "python");
         } else {
-                shown = json_dumps(args, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_SORT_KEYS);
+                shown = json_dump_text(args, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_SORT_KEYS,
+                                       NULL);
                 fputs("\n--- the model wants to call ", tty);
                 safe_fputs(tool, tty);
                 fputs(" with ---\n", tty);

@@ -6,6 +6,7 @@
 #include "output.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/util.h"
 
 #include <errno.h>
@@ -267,7 +268,7 @@ int cmd_exec(int argc, char **argv)
         if (a.timeout_ms)
                 json_object_set_new(req, a.session ? "timeout_s" : "timeout",
                                     json_real((double) a.timeout_ms / 1000.0));
-        body = json_dumps(req, JSON_COMPACT);
+        body = json_dump_text(req, JSON_COMPACT, NULL);
         json_decref(req);
         if (!body)
                 return EXIT_USAGE;
@@ -297,7 +298,7 @@ int cmd_exec(int argc, char **argv)
                         fprintf(stderr, "airlock exec: the daemon's reply is not JSON\n");
                         goto out;
                 }
-                text = json_dumps(result, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+                text = json_dump_text(result, JSON_INDENT(2) | JSON_ENSURE_ASCII, NULL);
                 if (text) {
                         puts(text);
                         free(text);

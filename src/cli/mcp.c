@@ -7,6 +7,7 @@
 #include "tools-remote.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "hub/hub.h"
@@ -253,7 +254,7 @@ static int serve_stdio(struct mcp_conn *conn, struct hub *hub, struct stopper *s
                         _cleanup_free_ char *reply = NULL;
                         json_t *err = mcp_error_reply(NULL, JSONRPC_PARSE_ERROR,
                                                       "message larger than 32 MiB");
-                        reply = err ? json_dumps(err, JSON_COMPACT) : NULL;
+                        reply = err ? json_dump_text(err, JSON_COMPACT, NULL) : NULL;
                         json_decref(err);
                         if (reply && (write_full(STDOUT_FILENO, reply, strlen(reply)) < 0 ||
                                       write_full(STDOUT_FILENO, "\n", 1) < 0))

@@ -179,7 +179,7 @@ static int cmd_list(const char *state_dir, bool as_json)
                 profile_free(p);
         }
         if (as_json) {
-                char *text = json_dumps(rows, JSON_INDENT(2));
+                char *text = json_dump_text(rows, JSON_INDENT(2), NULL);
                 printf("%s\n", text ? text : "[]");
                 free(text);
         }
@@ -254,7 +254,7 @@ static int cmd_show(const char *state_dir, const char *name)
         }
         json_decref(layers);
         json_object_set_new(o, "layers", brief ? brief : json_array());
-        text = json_dumps(o, JSON_INDENT(2));
+        text = json_dump_text(o, JSON_INDENT(2), NULL);
         printf("%s\n", text ? text : "null");
         free(text);
         json_decref(o);

@@ -7,6 +7,7 @@
 #include "output.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
@@ -318,7 +319,7 @@ int cmd_run(int argc, char **argv)
         }
 
         if (a.json) {
-                char *text = json_dumps(result, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+                char *text = json_dump_text(result, JSON_INDENT(2) | JSON_ENSURE_ASCII, NULL);
                 if (text) {
                         puts(text);
                         free(text);

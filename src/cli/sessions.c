@@ -6,6 +6,7 @@
 #include "client.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/util.h"
 
 #include <errno.h>
@@ -439,7 +440,7 @@ static int sessions_call(struct cli_client *c, const struct sessions_args *a, co
 
 static void print_json(json_t *v)
 {
-        _cleanup_free_ char *text = json_dumps(v, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+        _cleanup_free_ char *text = json_dump_text(v, JSON_INDENT(2) | JSON_ENSURE_ASCII, NULL);
 
         if (text)
                 puts(text);
@@ -661,7 +662,7 @@ static int sessions_new(struct cli_client *c, const struct sessions_args *a)
                 (void) json_object_set(req, "metadata", a->metadata);
         if (a->lifetime_s > 0)
                 (void) json_object_set_new(req, "lifetime_s", json_real(a->lifetime_s));
-        body = json_dumps(req, JSON_COMPACT);
+        body = json_dump_text(req, JSON_COMPACT, NULL);
         if (!body)
                 return -ENOMEM;
         r = sessions_call(c, a, "POST", "/v1/sessions", body, &reply);

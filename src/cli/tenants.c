@@ -6,6 +6,7 @@
 
 #include "api/auth.h"
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/util.h"
 #include "tenant/tenant.h"
 
@@ -265,8 +266,9 @@ int cmd_tenants(int argc, char **argv)
                        "one)\n",
                        name, name);
         } else if (strcmp(verb, "show") == 0 || json) {
-                char *text = json_dumps(strcmp(verb, "show") == 0 ? json_array_get(list, 0) : list,
-                                        JSON_INDENT(2));
+                char *text =
+                        json_dump_text(strcmp(verb, "show") == 0 ? json_array_get(list, 0) : list,
+                                       JSON_INDENT(2), NULL);
                 printf("%s\n", text ? text : "null");
                 free(text);
         } else {

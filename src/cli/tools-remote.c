@@ -4,6 +4,7 @@
 #include "tools-remote.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "client.h"
 #include "tools/tools.h"
 
@@ -101,7 +102,7 @@ static int remote_session_create(void *userdata, const char *profile, char **ret
         int r;
 
         req = profile ? json_pack("{s:s}", "profile", profile) : json_object();
-        body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+        body = req ? json_dump_text(req, JSON_COMPACT, NULL) : NULL;
         if (!body)
                 return -ENOMEM;
         r = request(rm, "POST", "/v1/sessions", body, strlen(body), &resp, err);
@@ -155,7 +156,7 @@ static int remote_execute(void *userdata, const char *id, const char *language, 
         if (timeout_ms > 0 &&
             json_object_set_new(req, "timeout_s", json_real((double) timeout_ms / 1000.0)) < 0)
                 return -ENOMEM;
-        body = json_dumps(req, JSON_COMPACT);
+        body = json_dump_text(req, JSON_COMPACT, NULL);
         if (!body)
                 return -ENOMEM;
         r = request(rm, "POST", path, body, strlen(body), &resp, err);

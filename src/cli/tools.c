@@ -6,6 +6,7 @@
 #include "client.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "hub/hub.h"
 #include "tools/tools.h"
@@ -156,7 +157,7 @@ static int tools_local(const char *path, bool as_json)
                 all_ready = all_ready &&
                             strcmp(json_string_value(json_object_get(s, "state")), "ready") == 0;
         if (as_json) {
-                char *text = json_dumps(answer, JSON_INDENT(2));
+                char *text = json_dump_text(answer, JSON_INDENT(2), NULL);
                 if (text)
                         puts(text);
                 free(text);

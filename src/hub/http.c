@@ -7,6 +7,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -329,7 +330,7 @@ static void exchange_done(struct exchange *x)
 static int send_message(struct http_conn *c, json_t *msg, int64_t id, uint64_t deadline_ns,
                         const atomic_bool *cancel, json_t **ret_answer, struct airlock_error *err)
 {
-        _cleanup_free_ char *body = json_dumps(msg, JSON_COMPACT);
+        _cleanup_free_ char *body = json_dump_text(msg, JSON_COMPACT, NULL);
         struct exchange x = { .c = c, .want_id = id, .cancel = cancel, .stop = &c->stop };
         CURLcode code = CURLE_OK;
         long status;

@@ -873,7 +873,7 @@ static int convert_result(json_t *result, size_t max, struct hub_result *res)
                         other_bytes += sbytes - len;
         } else if (structured) {
                 free(text);
-                text = json_dumps(structured, JSON_COMPACT);
+                text = json_dump_text(structured, JSON_COMPACT, NULL);
                 len = text ? strlen(text) : 0;
         }
         if (!text && !(text = strdup("")))

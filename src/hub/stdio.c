@@ -7,6 +7,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -98,7 +99,7 @@ static int wait_writable(struct stdio_conn *c, uint64_t deadline_ns)
  * stdin must not hold a caller forever. */
 static int send_line(struct stdio_conn *c, json_t *msg, uint64_t deadline_ns)
 {
-        _cleanup_free_ char *text = json_dumps(msg, JSON_COMPACT);
+        _cleanup_free_ char *text = json_dump_text(msg, JSON_COMPACT, NULL);
         size_t len, off = 0;
         int r = 0;
 

@@ -422,7 +422,7 @@ static int scan_packages(int site, json_t **ret)
 
 static int write_manifest(int layer, const json_t *m)
 {
-        _cleanup_free_ char *text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
+        _cleanup_free_ char *text = json_dump_text(m, JSON_INDENT(2) | JSON_SORT_KEYS, NULL);
         _cleanup_close_ int fd = -EBADF;
         int r;
 

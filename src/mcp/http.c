@@ -5,6 +5,7 @@
 #include "http.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "mcp.h"
@@ -220,7 +221,7 @@ static int set_json(struct mcp_http_response *resp, unsigned status, json_t *bod
         resp->status = status;
         if (!body)
                 return -ENOMEM;
-        resp->body = json_dumps(body, JSON_COMPACT);
+        resp->body = json_dump_text(body, JSON_COMPACT, NULL);
         json_decref(body);
         if (!resp->body)
                 return -ENOMEM;

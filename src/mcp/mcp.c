@@ -5,6 +5,7 @@
 #include "mcp-internal.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config.h"
@@ -445,7 +446,7 @@ int mcp_conn_handle(struct mcp_conn *c, const char *text, size_t len, char **ret
                 return 0;
         /* Compact output never holds a raw newline (strings escape theirs), which is what
          * newline-delimited stdio framing needs. */
-        out = json_dumps(reply, JSON_COMPACT);
+        out = json_dump_text(reply, JSON_COMPACT, NULL);
         if (!out)
                 return -ENOMEM;
         *ret_reply = out;

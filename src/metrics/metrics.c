@@ -6,6 +6,8 @@
 
 #include "config.h"
 
+#include "base/json-util.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -274,11 +276,10 @@ static void write_value(FILE *f, double v)
         else if (v == floor(v) && fabs(v) < 9007199254740992.0) /* 2^53: exact */
                 fprintf(f, "%.0f", v);
         else {
-                /* The shortest of the two that reads back as the same double. */
-                char buf[40];
-                (void) snprintf(buf, sizeof(buf), "%.15g", v);
-                if (strtod(buf, NULL) != v)
-                        (void) snprintf(buf, sizeof(buf), "%.17g", v);
+                /* The shortest text that reads back as the same double, as in the JSON. */
+                char buf[JSON_REAL_TEXT_MAX];
+
+                (void) json_real_text(v, buf);
                 fputs(buf, f);
         }
 }

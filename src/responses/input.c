@@ -289,7 +289,7 @@ static int convert_code_call(struct conv *c, json_t *item, const char *param)
                 return fail(c->err, param, "%s: a code_interpreter_call needs an id and its code",
                             param);
         a = json_pack("{s:s}", "code", code);
-        args = a ? json_dumps(a, JSON_COMPACT) : NULL;
+        args = a ? json_dump_text(a, JSON_COMPACT, NULL) : NULL;
         if (!args)
                 return -ENOMEM;
         r = add_tool_call(c, id, RESPONSES_CODE_TOOL, args);

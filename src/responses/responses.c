@@ -9,6 +9,7 @@
 #include "responses.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "chat/chat.h"
 #include "chat/llm.h"
@@ -492,7 +493,8 @@ static void on_answer(void *userdata, json_t *message)
  * server's tool: an mcp_call item, whose output or error comes with the result. */
 static void on_internal_call(struct run *run, const char *tool, json_t *args)
 {
-        _cleanup_free_ char *arguments = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+        _cleanup_free_ char *arguments =
+                args ? json_dump_text(args, JSON_COMPACT, NULL) : strdup("{}");
         char id[SUSPEND_ID_MAX], server[64];
         json_t *item;
         size_t index;

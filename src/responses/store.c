@@ -5,6 +5,7 @@
 #include "store.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "tenant/tenant.h"
 
 #include <errno.h>
@@ -108,7 +109,7 @@ struct responses_store *responses_store_free(struct responses_store *st)
 
 static char *dump(json_t *v)
 {
-        return json_dumps(v ? v : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+        return json_dump_text(v ? v : json_null(), JSON_COMPACT | JSON_ENCODE_ANY, NULL);
 }
 
 int responses_store_put(struct responses_store *st, const char *id, long long created_at,

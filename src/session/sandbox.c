@@ -5,6 +5,7 @@
 #include "sandbox.h"
 
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
@@ -945,7 +946,7 @@ static void classify_death(struct sandbox *sb, enum drive_outcome o, const struc
  * larger than the socket buffer, and the runner reads it while we write. */
 static int ctl_send(struct sandbox *sb, json_t *frame, uint64_t deadline_ns)
 {
-        _cleanup_free_ char *text = json_dumps(frame, JSON_COMPACT);
+        _cleanup_free_ char *text = json_dump_text(frame, JSON_COMPACT, NULL);
         _cleanup_free_ char *buf = NULL;
         size_t len, off = 0;
         uint32_t len_le;

@@ -9,6 +9,7 @@
 
 #include "audit/audit.h"
 #include "base/cleanup.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "recent.h"
@@ -389,7 +390,7 @@ char *session_info_json(const struct session *s)
              (s->network &&
               json_object_set_new(o, "network", egress_policy_to_json(s->network)) < 0)))
                 o = (json_decref(o), NULL);
-        text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        text = o ? json_dump_text(o, JSON_COMPACT, NULL) : NULL;
         json_decref(o);
         return text;
 }
@@ -1572,7 +1573,7 @@ static int update_stopped_locked(struct session_manager *mgr, const char *id,
                 r = -ENOMEM;
         json_decref(md);
         if (r >= 0)
-                text = json_dumps(info, JSON_COMPACT);
+                text = json_dump_text(info, JSON_COMPACT, NULL);
         if (r >= 0 && !text)
                 r = -ENOMEM;
         if (r >= 0 && store_session_update(mgr->store, id, text) < 0)

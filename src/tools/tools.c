@@ -248,7 +248,7 @@ static int validate_value(const char *name, json_t *prop, json_t *v, struct airl
                 json_array_foreach (en, i, e)
                         if (json_equal(e, v))
                                 return 0;
-                _cleanup_free_ char *allowed = json_dumps(en, JSON_COMPACT);
+                _cleanup_free_ char *allowed = json_dump_text(en, JSON_COMPACT, NULL);
                 return airlock_error_set(err, -EINVAL, "argument '%s' must be one of %s", name,
                                          allowed ? allowed : "the listed values");
         }

@@ -12,8 +12,12 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -470,4 +474,165 @@ Test(fd_room, counts_what_the_limit_leaves)
         while (n > 0)
                 close(fds[--n]);
         close(high);
+}
+
+/* json_real_text: the shortest text that reads back, in jansson's layout (issue 28) */
+
+Test(json_real_text, table)
+{
+        static const struct {
+                double v;
+                const char *text;
+        } cases[] = {
+                { 0.1, "0.1" },
+                { 0.714752, "0.714752" },
+                { 1e-7, "1e-7" },
+                { 1e21, "1e21" },
+                { 123456789.125, "123456789.125" },
+                { 5e-324, "5e-324" },
+                { DBL_MAX, "1.7976931348623157e308" },
+                { DBL_MIN, "2.2250738585072014e-308" },
+                { -0.0, "-0.0" },
+                { 0.0, "0.0" },
+                { 2.0, "2.0" }, /* a real stays a real, as jansson writes it today */
+                { -3.0, "-3.0" },
+                { 100.0, "100.0" },
+                { 1e16, "10000000000000000.0" }, /* fixed below 1e17, as "%.17g" */
+                { 1e17, "1e17" },
+                { 1e-5, "1e-5" },
+                { 0.0001, "0.0001" },
+                { 0.1 + 0.2, "0.30000000000000004" },
+                { -1.5, "-1.5" },
+                { 1e15, "1000000000000000.0" },
+                { 999999999999999.9, "999999999999999.9" },
+                { 9007199254740993.0, "9007199254740992.0" },
+                { 1.0 / 3, "0.3333333333333333" },
+                { 2.0 / 3, "0.6666666666666666" },
+                { 123456789012345678.0, "1.2345678901234568e17" },
+                { 0x1p-1022 * 0x1p-52 * 3, "1.5e-323" },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char buf[JSON_REAL_TEXT_MAX];
+                size_t n = json_real_text(cases[i].v, buf);
+
+                cr_expect_str_eq(buf, cases[i].text, "%a: %s, want %s", cases[i].v, buf,
+                                 cases[i].text);
+                cr_expect_eq(n, strlen(buf));
+        }
+}
+
+/* Random doubles of every exponent, and every power of two (where the doubles below are closer
+ * together than those above): the text reads back as the same double, parses as a JSON real,
+ * and no text of one digit less reads back. */
+Test(json_real_text, round_trip_and_shortest)
+{
+        uint64_t x = 0x9e3779b97f4a7c15u;
+
+        for (int i = 0; i < 200000 + 2098; i++) {
+                char buf[JSON_REAL_TEXT_MAX], shorter[40];
+                _cleanup_(json_decrefp) json_t *back = NULL;
+                int digits = 0;
+                double v;
+
+                if (i < 2098) {
+                        v = ldexp(1, i - 1074);
+                } else {
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        memcpy(&v, &x, sizeof(v));
+                        if (!isfinite(v))
+                                continue;
+                        if (i % 3 == 0) /* milliseconds, as the usage reports them */
+                                v = (double) (x % 100000000) / 1e6;
+                }
+                (void) json_real_text(v, buf);
+                cr_assert_eq(strtod(buf, NULL), v, "%a: %s", v, buf);
+                back = json_loads(buf, JSON_DECODE_ANY, NULL);
+                cr_assert(json_is_real(back), "%s", buf);
+                /* The significant digits: those of the mantissa less the zeros at its ends. */
+                {
+                        char mant[JSON_REAL_TEXT_MAX];
+                        size_t n = 0, from = 0;
+
+                        for (const char *p = buf; *p && *p != 'e'; p++)
+                                if (*p >= '0' && *p <= '9')
+                                        mant[n++] = *p;
+                        while (n > 1 && mant[n - 1] == '0')
+                                n--;
+                        while (from + 1 < n && mant[from] == '0')
+                                from++;
+                        digits = (int) (n - from);
+                }
+                if (digits > 1) {
+                        (void) snprintf(shorter, sizeof(shorter), "%.*e", digits - 2, v);
+                        cr_assert_neq(strtod(shorter, NULL), v, "%a: %s, but %s", v, buf, shorter);
+                }
+        }
+}
+
+/* json_dump_text: jansson's text but for the reals, wherever they are */
+
+Test(json_dump_text, reals_everywhere)
+{
+        _cleanup_(json_decrefp) json_t *v = NULL, *many = NULL, *bare = NULL;
+        _cleanup_free_ char *text = NULL, *sorted = NULL, *indented = NULL, *m = NULL, *b = NULL;
+        size_t len = 0;
+
+        v = json_pack("{s:f, s:s, s:[f, i, {s:f, s:s}], s:{s:f, s:f}, s:s, s:f}", "wall_ms",
+                      0.714752, "s", "0.71475200000000005 \"1.5\" \\ é", "list", 0.1, 7, "x", 1e-7,
+                      "y", "2.0", "usage", "cpu_ms", 0.641, "tool_ms", 0.0, "\"0.1\"", "0.1", "z",
+                      -2.5e300);
+        cr_assert_not_null(v);
+        text = json_dump_text(v, JSON_COMPACT, &len);
+        cr_assert_str_eq(text,
+                         "{\"wall_ms\":0.714752,\"s\":\"0.71475200000000005 \\\"1.5\\\" \\\\ "
+                         "é\",\"list\":[0.1,7,{\"x\":1e-7,\"y\":\"2.0\"}],\"usage\":{\"cpu_"
+                         "ms\":0.641,\"tool_ms\":0.0},\"\\\"0.1\\\"\":\"0.1\",\"z\":-2.5e300}");
+        cr_assert_eq(len, strlen(text));
+        sorted = json_dump_text(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII, NULL);
+        cr_assert_str_eq(sorted,
+                         "{\"\\\"0.1\\\"\":\"0.1\",\"list\":[0.1,7,{\"x\":1e-7,\"y\":"
+                         "\"2.0\"}],\"s\":\"0.71475200000000005 \\\"1.5\\\" \\\\ \\u00E9\","
+                         "\"usage\":{\"cpu_ms\":0.641,\"tool_ms\":0.0},\"wall_ms\":0.714752,"
+                         "\"z\":-2.5e300}");
+        indented = json_dump_text(json_object_get(v, "usage"), JSON_INDENT(2), NULL);
+        cr_assert_str_eq(indented, "{\n  \"cpu_ms\": 0.641,\n  \"tool_ms\": 0.0\n}");
+
+        /* More reals than it takes from the value: read back from jansson's text. */
+        many = json_array();
+        for (int i = 0; i < 100; i++)
+                json_array_append_new(many, json_real(i / 10.0));
+        m = json_dump_text(many, JSON_COMPACT, NULL);
+        cr_assert_not_null(m);
+        cr_assert(strncmp(m, "[0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0,1.1,", 49) == 0, "%s",
+                  m);
+        cr_assert_not_null(strstr(m, ",9.9]"));
+
+        bare = json_real(0.714752);
+        b = json_dump_text(bare, JSON_ENCODE_ANY, NULL);
+        cr_assert_str_eq(b, "0.714752");
+        cr_assert_null(json_dump_text(bare, 0, NULL)); /* as json_dumps: not without ENCODE_ANY */
+}
+
+/* Without reals the text is jansson's, byte for byte, whatever the flags. */
+Test(json_dump_text, same_as_jansson_without_reals)
+{
+        _cleanup_(json_decrefp) json_t *v = NULL;
+        const size_t flags[] = { 0,
+                                 JSON_COMPACT,
+                                 JSON_COMPACT | JSON_ENSURE_ASCII,
+                                 JSON_INDENT(2),
+                                 JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII,
+                                 JSON_COMPACT | JSON_ESCAPE_SLASH };
+
+        v = json_pack("{s:s, s:[i, b, n, {}, []], s:{s:I, s:s}, s:s}", "text",
+                      "\"quoted\" 12 \\ / \n\t\x01 é € 😀", "list", -12, 1, "nested", "big",
+                      (json_int_t) INT64_MIN, "\"", "\"", "1.5", "-3");
+        cr_assert_not_null(v);
+        for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+                _cleanup_free_ char *want = json_dumps(v, flags[i]);
+                _cleanup_free_ char *got = json_dump_text(v, flags[i], NULL);
+
+                cr_assert_str_eq(got, want);
+        }
 }
