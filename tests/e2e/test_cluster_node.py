@@ -505,6 +505,9 @@ def test_one_shot_and_e2b_create_at_the_limit_are_503_with_retry_after(tmp_path)
                             headers={"X-API-KEY": TOKEN})
         assert r.status_code == 503 and r.headers.get("Retry-After") == "5", r.text
         assert r.json()["code"] == 503
+        r = d.post("/v1/containers", json={"name": "full"})
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "5", r.text
+        assert r.json()["error"]["message"], r.text
         d.delete(f"/v1/sessions/{sid}")
     finally:
         d.stop()
