@@ -604,3 +604,32 @@ def test_node_name_from_the_environment_and_a_statefulset_hostname(tmp_path):
                        env={**base, "AIRLOCK_NODE": "n1", "AIRLOCK_PEERS": "n2=h"},
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and "'n2=h'" in p.stderr and "AIRLOCK_PEERS" in p.stderr, p.stderr
+
+
+def test_a_client_that_hangs_up_cancels_the_forwarded_cell(cluster, on_n1):
+    n0, n1 = cluster["n0"], cluster["n1"]
+    code = "import time\nprint('started', flush=True)\ntime.sleep(60)"
+    body = __import__("json").dumps({"code": code}).encode()
+    s = socket.create_connection(("127.0.0.1", n0.port), timeout=30)
+    s.sendall(f"POST /v1/sessions/{on_n1}/execute HTTP/1.1\r\nHost: {n0.host}\r\n"
+              f"Authorization: Bearer {TOKEN}\r\nAccept: application/x-ndjson\r\n"
+              f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+              .encode() + body)
+    got = b""
+    while b"started" not in got:
+        chunk = s.recv(4096)
+        assert chunk, got
+        got += chunk
+    assert got.startswith(b"HTTP/1.1 200"), got
+    s.close()  # the client goes away mid-cell
+    deadline = time.monotonic() + 20
+    state = None
+    while time.monotonic() < deadline:
+        state = n1.get(f"/v1/sessions/{on_n1}").json()["state"]
+        if state != "busy":
+            break
+        time.sleep(0.25)
+    assert state != "busy", "the cell on n1 still runs after its client left"
+    # and the session still works
+    r = n1.post(f"/v1/sessions/{on_n1}/execute", json={"code": "1 + 2"})
+    assert r.status_code == 200 and r.json()["result"] == "3", n1.why(r)
