@@ -7,6 +7,7 @@
  * E2B-Traffic-Access-Token, which the code interpreter's context calls send instead). Replies
  * are made whole, then sent: an execution's events arrive when it ends. */
 #include "api-internal.h"
+#include "cluster-list.h"
 
 #include "json-body.h"
 
@@ -29,8 +30,7 @@
 #include <time.h>
 
 #define E2B_CMD_MAX (256u * 1024u) /* a command line built for commands.run */
-#define E2B_CLIENT_ID "airlock"
-#define E2B_TIMEOUT_MAX_S 86400u /* E2B's own longest sandbox */
+#define E2B_TIMEOUT_MAX_S 86400u   /* E2B's own longest sandbox */
 
 /* {"code": status, "message": msg}: E2B's API and envd answer errors so. */
 static int e2b_reply(struct api_request *req, unsigned status, const char *fmt, ...)
@@ -47,8 +47,10 @@ static int e2b_reply(struct api_request *req, unsigned status, const char *fmt, 
         clean = utf8_sanitize(msg, strlen(msg));
         if (!clean)
                 return -ENOMEM;
-        return api_reply_json(req, status,
-                              json_pack("{s:i, s:s}", "code", (int) status, "message", clean));
+        /* A 503 (the session limit, a draining node) may be tried again, or elsewhere. */
+        return api_reply_json_header(
+                req, status, json_pack("{s:i, s:s}", "code", (int) status, "message", clean),
+                status == MHD_HTTP_SERVICE_UNAVAILABLE ? "Retry-After" : NULL, "5");
 }
 
 /* The X-API-KEY of a control-plane call. Returns 1 when it is the airlock token, 0 when a 401
@@ -77,7 +79,7 @@ static int check_api_key(struct api_request *req)
 
 /* A control-plane call on the route's {id}: its X-API-KEY checked, the session named. Returns
  * 1, or 0 when a 401 or 404 was queued. */
-static int route_session(struct api_request *req, char session[32])
+static int route_session(struct api_request *req, char session[SESSION_ID_MAX + 1])
 {
         int r;
 
@@ -104,6 +106,7 @@ static unsigned session_error_status(int r)
         case EUSERS:
         case EAGAIN:
         case EMFILE:
+        case ESHUTDOWN:
                 return MHD_HTTP_SERVICE_UNAVAILABLE;
         default:
                 return MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -132,7 +135,7 @@ static json_t *sandbox_json(struct api_request *req, const json_t *desc)
         const char *stops_at = json_string_value(json_object_get(desc, "stops_at"));
         const json_t *limit = json_object_get(json_object_get(desc, "usage"), "memory_limit_bytes");
         json_t *metadata = json_object_get(desc, "metadata");
-        char id[E2B_SANDBOX_ID_LEN + 1], tmpl[64], end[32];
+        char id[E2B_SANDBOX_ID_MAX + 1], tmpl[64], end[32];
 
         if (!sid || e2b_sandbox_id(sid, id) < 0)
                 return NULL;
@@ -155,7 +158,7 @@ static json_t *sandbox_json(struct api_request *req, const json_t *desc)
 static int reply_sandbox_created(struct api_request *req, unsigned status, const char *session,
                                  const char *template_id)
 {
-        char id[E2B_SANDBOX_ID_LEN + 1], token[E2B_TOKEN_LEN + 1], tmpl[64];
+        char id[E2B_SANDBOX_ID_MAX + 1], token[E2B_TOKEN_LEN + 1], tmpl[64];
         json_t *body;
         int r;
 
@@ -244,7 +247,7 @@ int api_handle_e2b_create(struct api_request *req)
         struct session *s = NULL;
         char **env = NULL;
         uint64_t lifetime_s = 0;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = check_api_key(req);
@@ -308,7 +311,7 @@ int api_handle_e2b_create(struct api_request *req)
 
 int api_handle_e2b_get(struct api_request *req)
 {
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *desc, *obj;
         int r;
 
@@ -424,12 +427,12 @@ int api_handle_e2b_list(struct api_request *req)
                 json_decref(obj);
         }
         json_decref(all);
-        return api_reply_json(req, MHD_HTTP_OK, out);
+        return api_reply_cluster_list(req, out, CLUSTER_LIST_E2B);
 }
 
 int api_handle_e2b_kill(struct api_request *req)
 {
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = route_session(req, session);
@@ -462,7 +465,7 @@ int api_handle_e2b_timeout(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         uint64_t lifetime_s = 0;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *root;
         int r;
 
@@ -493,7 +496,7 @@ int api_handle_e2b_pause(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         const char *state;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *desc;
         int r;
 
@@ -528,7 +531,7 @@ int api_handle_e2b_pause(struct api_request *req)
 int api_handle_e2b_connect(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *desc = NULL, *root;
         uint64_t lifetime_s = 0;
         bool resumed;
@@ -575,8 +578,8 @@ int api_handle_e2b_api_other(struct api_request *req)
  * session set and a reference in *ret_s (when ret_s is not NULL: resumed if stopped), or 0
  * when an error reply was queued: 401 for a wrong or missing token, 404 for no such sandbox
  * (502 with health, which the SDK reads as "not running"). */
-static int sandbox_auth(struct api_request *req, char session[32], struct session **ret_s,
-                        bool health)
+static int sandbox_auth(struct api_request *req, char session[SESSION_ID_MAX + 1],
+                        struct session **ret_s, bool health)
 {
         const char *id = api_header(req, "E2b-Sandbox-Id");
         const char *token = api_header(req, "X-Access-Token");
@@ -635,7 +638,7 @@ static int sandbox_auth(struct api_request *req, char session[32], struct sessio
 int api_handle_e2b_health(struct api_request *req)
 {
         struct session *s = NULL;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, &s, true);
@@ -693,7 +696,7 @@ static int reply_file_errno(struct api_request *req, int r, const char *path,
 int api_handle_e2b_file_get(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[32];
+        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[SESSION_ID_MAX + 1];
         struct session *s = NULL;
         const char *path;
         bool bad = false;
@@ -794,7 +797,8 @@ int api_handle_e2b_file_post(struct api_request *req)
 {
         const char *ctype = api_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
         struct airlock_error err = { { 0 } };
-        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[32], boundary[256];
+        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[SESSION_ID_MAX + 1],
+                boundary[256];
         _cleanup_free_ char(*names)[ROUTE_PATH_MAX + 1] = NULL;
         struct part parts[FILES_PER_UPLOAD];
         struct session *s = NULL;
@@ -1123,7 +1127,7 @@ int api_handle_e2b_execute(struct api_request *req)
         struct airlock_error err = { { 0 } };
         json_t *root = NULL, *env;
         const char *code, *language = NULL, *ctx_id, *why = NULL, *context = NULL;
-        char session[32], cwd[ROUTE_PATH_MAX + 8] = "";
+        char session[SESSION_ID_MAX + 1], cwd[ROUTE_PATH_MAX + 8] = "";
         struct e2b_context ctx;
         struct session *s = NULL;
         int r;
@@ -1209,7 +1213,7 @@ static int profile_allows(struct api_request *req, const char *session, const ch
 int api_handle_e2b_context_create(struct api_request *req)
 {
         const char *language, *cwd, *why = NULL;
-        char session[32], dir[ROUTE_PATH_MAX + 8], langs[128];
+        char session[SESSION_ID_MAX + 1], dir[ROUTE_PATH_MAX + 8], langs[128];
         struct e2b_context c;
         json_t *root = NULL;
         int r;
@@ -1272,7 +1276,7 @@ int api_handle_e2b_context_create(struct api_request *req)
 
 int api_handle_e2b_context_list(struct api_request *req)
 {
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *list;
         int r;
 
@@ -1299,7 +1303,7 @@ int api_handle_e2b_context_delete(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         struct e2b_context c;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, NULL, false);
@@ -1333,7 +1337,7 @@ int api_handle_e2b_context_restart(struct api_request *req)
         struct airlock_error err = { { 0 } };
         const char *language = default_context(req->params.id);
         struct e2b_context c;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, NULL, false);
@@ -1429,7 +1433,8 @@ static json_t *connect_message(struct api_request *req)
 }
 
 /* Sandbox auth for an RPC: its errors as Connect's. Returns 1 or 0 (a reply was queued). */
-static int rpc_auth(struct api_request *req, char session[32], struct session **ret_s)
+static int rpc_auth(struct api_request *req, char session[SESSION_ID_MAX + 1],
+                    struct session **ret_s)
 {
         const char *id = api_header(req, "E2b-Sandbox-Id");
         const char *token = api_header(req, "X-Access-Token");
@@ -1578,7 +1583,7 @@ static int fs_shell(struct session *s, const char *cmd, struct airlock_error *er
 int api_handle_e2b_filesystem(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        char session[32], rel[ROUTE_PATH_MAX + 1], rel2[ROUTE_PATH_MAX + 1];
+        char session[SESSION_ID_MAX + 1], rel[ROUTE_PATH_MAX + 1], rel2[ROUTE_PATH_MAX + 1];
         const char *method = req->params.id, *path, *why = NULL;
         json_t *msg = NULL, *entry = NULL, *entries;
         struct session *s = NULL;
@@ -1817,7 +1822,7 @@ int api_handle_e2b_process(struct api_request *req)
 {
         const char *method = req->params.id;
         struct session *s = NULL;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *msg;
         int r;
 
@@ -1849,7 +1854,7 @@ int api_handle_e2b_process(struct api_request *req)
 int api_handle_e2b_sandbox_other(struct api_request *req)
 {
         const char *p = req->raw_path + strlen("/e2b/sandbox");
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, NULL, false);

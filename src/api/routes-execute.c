@@ -189,6 +189,9 @@ static int reply_exec_failure(struct api_request *req, int r, const struct airlo
         if (r == -EBUSY)
                 return api_reply_error_extra(req, f.status, NULL,
                                              json_pack("{s:s}", "id", session_id), "%s", f.msg);
+        /* The session limit or a draining node: a front door tries the next one. */
+        if (f.status == MHD_HTTP_SERVICE_UNAVAILABLE)
+                return api_reply_error_header(req, f.status, "Retry-After", "5", "%s", f.msg);
         return api_reply_error(req, f.status, f.field, "%s", f.msg);
 }
 
@@ -389,7 +392,7 @@ int api_handle_session_execute(struct api_request *req)
         r = session_execute(s, &ereq, &result, &err);
         json_decref(root);
         if (r < 0) {
-                char id[SESSION_ID_LEN + 1];
+                char id[SESSION_ID_MAX + 1];
                 (void) snprintf(id, sizeof(id), "%s", session_id(s));
                 session_unref(s);
                 return reply_exec_failure(req, r, &err, id);

@@ -41,7 +41,7 @@
 /* Records of ended sessions are kept this long, so late calls still learn what happened. */
 #define STORE_KEEP_S (7LL * 24 * 3600)
 
-void session_make_id(char id[SESSION_ID_LEN + 1])
+void session_make_id(char id[SESSION_ID_MAX + 1])
 {
         unsigned char raw[12];
 
@@ -53,6 +53,15 @@ void session_make_id(char id[SESSION_ID_LEN + 1])
         id[0] = 's', id[1] = '-';
         for (size_t i = 0; i < sizeof(raw); i++)
                 (void) snprintf(id + 2 + 2 * i, 3, "%02x", raw[i]);
+        /* Sized for it: SESSION_ID_MAX holds the longest node name. */
+        (void) node_id_append(id, SESSION_ID_MAX + 1);
+}
+
+int session_id_parse(const char *id, char ret_node[NODE_NAME_MAX + 1])
+{
+        if (strncmp(id, "s-", 2) != 0 || strspn(id + 2, "0123456789abcdef") < SESSION_ID_LEN - 2)
+                return -EINVAL;
+        return node_id_split(id, SESSION_ID_LEN, ret_node);
 }
 
 void session_format_time(time_t t, char buf[32])
@@ -629,7 +638,7 @@ static bool refill_one_member(struct session_manager *mgr)
         struct profile_slot *todo = NULL;
         struct sandbox *sb = NULL;
         struct pool_member *m;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         int r;
 
         for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
@@ -988,6 +997,77 @@ void session_manager_shutdown(struct session_manager *mgr)
         pthread_mutex_unlock(&mgr->lock);
 }
 
+int session_manager_drain(struct session_manager *mgr, json_t **ret_stopped, json_t **ret_failed)
+{
+        _cleanup_free_ char *names = NULL;
+        json_t *stopped = json_array(), *failed = json_array();
+        struct session **all;
+        size_t size = 0, len = 0;
+        unsigned n;
+
+        pthread_mutex_lock(&mgr->lock);
+        mgr->draining = true;
+        n = mgr->n_sessions;
+        all = calloc(n ? n : 1, sizeof(*all));
+        for (unsigned i = 0; all && i < n; i++)
+                all[i] = session_ref(mgr->sessions[i]);
+        pthread_mutex_unlock(&mgr->lock);
+        if (!all || !stopped || !failed) {
+                free(all);
+                json_decref(stopped);
+                json_decref(failed);
+                return -ENOMEM;
+        }
+        for (unsigned i = 0; i < n; i++) {
+                struct airlock_error err = { { 0 } };
+                struct session *s = all[i];
+                int r = -EOPNOTSUPP;
+
+                if (!mgr->store)
+                        (void) airlock_error_set(&err, r, "this daemon has no state directory");
+                else if (s->ephemeral)
+                        (void) airlock_error_set(&err, r, "a one-shot session is never saved");
+                else
+                        r = lifecycle_stop(s, false, &err);
+                if (r >= 0) {
+                        json_array_append_new(stopped, json_string(s->id));
+                        /* The log names each: "s-...-n1, s-...-n1". */
+                        if (len + strlen(s->id) + 3 > size) {
+                                size_t want = (size ? size * 2 : 1024) + strlen(s->id);
+                                char *p = realloc(names, want);
+                                if (p)
+                                        names = p, size = want;
+                        }
+                        if (len + strlen(s->id) + 3 <= size)
+                                len += (size_t) snprintf(names + len, size - len, "%s%s",
+                                                         len ? ", " : "", s->id);
+                } else
+                        json_array_append_new(
+                                failed, json_pack("{s:s, s:s}", "id", s->id, "error", err.msg));
+                session_unref(s);
+        }
+        free(all);
+        log_info("msg=\"drain: %zu sessions stopped (saved)%s%s\"", json_array_size(stopped),
+                 len ? ": " : "", len ? names : "");
+        for (size_t i = 0; i < json_array_size(failed); i++)
+                log_error("session=%s msg=\"drain: cannot save it: %s\"",
+                          json_string_value(json_object_get(json_array_get(failed, i), "id")),
+                          json_string_value(json_object_get(json_array_get(failed, i), "error")));
+        *ret_stopped = stopped;
+        *ret_failed = failed;
+        return 0;
+}
+
+void session_manager_load(struct session_manager *mgr, unsigned *ret_live, unsigned *ret_max,
+                          bool *ret_draining)
+{
+        pthread_mutex_lock(&mgr->lock);
+        *ret_live = mgr->n_sessions;
+        *ret_max = mgr->cfg.max_sessions;
+        *ret_draining = mgr->draining || mgr->stopping;
+        pthread_mutex_unlock(&mgr->lock);
+}
+
 void session_manager_free(struct session_manager *mgr)
 {
         if (!mgr)
@@ -1130,7 +1210,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         struct sandbox *sb = NULL;
         struct session *s;
         _cleanup_(egress_policy_freep) struct egress_policy *network = NULL;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         _cleanup_free_ char *info = NULL;
         uint64_t t0 = now_ns();
         int r;
@@ -1171,6 +1251,12 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         if (mgr->stopping) {
                 pthread_mutex_unlock(&mgr->lock);
                 return airlock_error_set(err, -ESHUTDOWN, "the daemon is shutting down");
+        }
+        if (mgr->draining) {
+                pthread_mutex_unlock(&mgr->lock);
+                return airlock_error_set(err, -ESHUTDOWN,
+                                         "this node is draining (its sessions are stopped and "
+                                         "saved): create the session on another node");
         }
         if (mgr->n_sessions + mgr->reserved >= mgr->cfg.max_sessions) {
                 pthread_mutex_unlock(&mgr->lock);
@@ -1364,6 +1450,13 @@ static const char *phase_state(const struct session *s)
         return s->busy ? "busy" : "idle";
 }
 
+void session_describe_node(json_t *o)
+{
+        const char *node = node_self();
+
+        json_object_set_new(o, "node", node ? json_string(node) : json_null());
+}
+
 json_t *session_describe(struct session *s)
 {
         char created[32], used[32];
@@ -1390,6 +1483,8 @@ json_t *session_describe(struct session *s)
                 json_object_set_new(o, "approved_tools", strv_json(s->approved_tools));
         if (o)
                 json_object_set_new(o, "tenant", json_string(s->tenant));
+        if (o)
+                session_describe_node(o);
         net = o ? session_network_json(s) : NULL;
         if (net)
                 json_object_set_new(o, "network", net);
@@ -2405,7 +2500,7 @@ int session_run_once_files(struct session_manager *mgr, const struct session_cre
         struct exec_request once = *req;
         struct session *s = NULL;
         struct profile_slot *slot = NULL;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         int r;
 
         pthread_mutex_lock(&mgr->lock);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "base/error.h"
+#include "base/node-id.h"
 #include "jail/jail.h"
 #include "session/sandbox.h"
 
@@ -22,6 +23,13 @@
 #include <sys/types.h>
 
 #define SESSION_ID_LEN 26 /* "s-" + 24 lowercase hex characters */
+/* With a node (node-id.h), "-NODE" follows: the longest id, without its NUL. */
+#define SESSION_ID_MAX (SESSION_ID_LEN + NODE_SUFFIX_MAX)
+
+/* Parses a session id: "s-", 24 lowercase hex characters, and "-NODE" or nothing. Returns 0
+ * (ret_node "") or 1 (ret_node the node's name) as node_id_split(), -EINVAL for anything
+ * else. No allocation, no lock. */
+int session_id_parse(const char *id, char ret_node[NODE_NAME_MAX + 1]);
 
 struct audit;
 struct egress;
@@ -93,6 +101,17 @@ unsigned session_manager_fds_needed(const struct session_manager *mgr, unsigned 
  * (or all of them, without a state directory) end as lost ("the daemon shut down"). The
  * manager stays valid until session_manager_free(). */
 void session_manager_shutdown(struct session_manager *mgr);
+
+/* Drains the node: from now on no session is created (-ESHUTDOWN, a 503 that sends the client
+ * to another node), and every live session stops (saved, as POST /v1/sessions/{id}/stop does),
+ * so that a daemon on the same state directory resumes it. *ret_stopped gets the ids stopped
+ * (a JSON array), *ret_failed [{"id", "error"}] for those that could not be saved. Logs
+ * "drain: N sessions stopped (saved): ids". Returns 0 or -ENOMEM. */
+int session_manager_drain(struct session_manager *mgr, json_t **ret_stopped, json_t **ret_failed);
+
+/* Live sessions now, the limit, and whether the node drains. */
+void session_manager_load(struct session_manager *mgr, unsigned *ret_live, unsigned *ret_max,
+                          bool *ret_draining);
 
 /* Kills every session and pool member, removes their cgroups and frees the manager.
  * Accepts NULL. */
