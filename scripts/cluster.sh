@@ -18,7 +18,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-render=$root/packaging/kubernetes/frontdoor/render
+render=$root/packaging/kubernetes/base/frontdoor/render
 max_nodes=16
 port_in_ns=8080
 
