@@ -44,7 +44,7 @@ struct exec_stream {
         struct api_scope scope;
         const struct exec_stream_format *format;
         struct session *session; /* NULL for one-shot */
-        char session_id[SESSION_ID_LEN + 1];
+        char session_id[SESSION_ID_MAX + 1];
         struct exec_request req;
         struct exec_sink sink;
         int (*run)(void *data, const struct exec_request *req, json_t **ret_result,

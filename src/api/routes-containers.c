@@ -153,7 +153,7 @@ int api_handle_container_create(struct api_request *req)
         _cleanup_(json_decrefp) json_t *body = NULL;
         _cleanup_free_ char **ids = NULL;
         struct openai_error e = {};
-        char cid[OPENAI_CONTAINER_ID_LEN + 1];
+        char cid[OPENAI_CONTAINER_ID_MAX + 1];
         json_t *obj = NULL;
         int r, sent = 0;
 

@@ -28,8 +28,7 @@
 #include <time.h>
 
 #define E2B_CMD_MAX (256u * 1024u) /* a command line built for commands.run */
-#define E2B_CLIENT_ID "airlock"
-#define E2B_TIMEOUT_MAX_S 86400u /* E2B's own longest sandbox */
+#define E2B_TIMEOUT_MAX_S 86400u   /* E2B's own longest sandbox */
 
 /* {"code": status, "message": msg}: E2B's API and envd answer errors so. */
 static int e2b_reply(struct api_request *req, unsigned status, const char *fmt, ...)
@@ -76,7 +75,7 @@ static int check_api_key(struct api_request *req)
 
 /* A control-plane call on the route's {id}: its X-API-KEY checked, the session named. Returns
  * 1, or 0 when a 401 or 404 was queued. */
-static int route_session(struct api_request *req, char session[32])
+static int route_session(struct api_request *req, char session[SESSION_ID_MAX + 1])
 {
         int r;
 
@@ -131,7 +130,7 @@ static json_t *sandbox_json(struct api_request *req, const json_t *desc)
         const char *stops_at = json_string_value(json_object_get(desc, "stops_at"));
         const json_t *limit = json_object_get(json_object_get(desc, "usage"), "memory_limit_bytes");
         json_t *metadata = json_object_get(desc, "metadata");
-        char id[E2B_SANDBOX_ID_LEN + 1], tmpl[64], end[32];
+        char id[E2B_SANDBOX_ID_MAX + 1], tmpl[64], end[32];
 
         if (!sid || e2b_sandbox_id(sid, id) < 0)
                 return NULL;
@@ -154,7 +153,7 @@ static json_t *sandbox_json(struct api_request *req, const json_t *desc)
 static int reply_sandbox_created(struct api_request *req, unsigned status, const char *session,
                                  const char *template_id)
 {
-        char id[E2B_SANDBOX_ID_LEN + 1], token[E2B_TOKEN_LEN + 1], tmpl[64];
+        char id[E2B_SANDBOX_ID_MAX + 1], token[E2B_TOKEN_LEN + 1], tmpl[64];
         json_t *body;
         int r;
 
@@ -243,7 +242,7 @@ int api_handle_e2b_create(struct api_request *req)
         struct session *s = NULL;
         char **env = NULL;
         uint64_t lifetime_s = 0;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = check_api_key(req);
@@ -307,7 +306,7 @@ int api_handle_e2b_create(struct api_request *req)
 
 int api_handle_e2b_get(struct api_request *req)
 {
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *desc, *obj;
         int r;
 
@@ -428,7 +427,7 @@ int api_handle_e2b_list(struct api_request *req)
 
 int api_handle_e2b_kill(struct api_request *req)
 {
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = route_session(req, session);
@@ -461,7 +460,7 @@ int api_handle_e2b_timeout(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         uint64_t lifetime_s = 0;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *root;
         int r;
 
@@ -492,7 +491,7 @@ int api_handle_e2b_pause(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         const char *state;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *desc;
         int r;
 
@@ -527,7 +526,7 @@ int api_handle_e2b_pause(struct api_request *req)
 int api_handle_e2b_connect(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *desc = NULL, *root;
         uint64_t lifetime_s = 0;
         bool resumed;
@@ -574,8 +573,8 @@ int api_handle_e2b_api_other(struct api_request *req)
  * session set and a reference in *ret_s (when ret_s is not NULL: resumed if stopped), or 0
  * when an error reply was queued: 401 for a wrong or missing token, 404 for no such sandbox
  * (502 with health, which the SDK reads as "not running"). */
-static int sandbox_auth(struct api_request *req, char session[32], struct session **ret_s,
-                        bool health)
+static int sandbox_auth(struct api_request *req, char session[SESSION_ID_MAX + 1],
+                        struct session **ret_s, bool health)
 {
         const char *id = api_header(req, "E2b-Sandbox-Id");
         const char *token = api_header(req, "X-Access-Token");
@@ -634,7 +633,7 @@ static int sandbox_auth(struct api_request *req, char session[32], struct sessio
 int api_handle_e2b_health(struct api_request *req)
 {
         struct session *s = NULL;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, &s, true);
@@ -692,7 +691,7 @@ static int reply_file_errno(struct api_request *req, int r, const char *path,
 int api_handle_e2b_file_get(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[32];
+        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[SESSION_ID_MAX + 1];
         struct session *s = NULL;
         const char *path;
         bool bad = false;
@@ -793,7 +792,8 @@ int api_handle_e2b_file_post(struct api_request *req)
 {
         const char *ctype = api_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
         struct airlock_error err = { { 0 } };
-        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[32], boundary[256];
+        char pbuf[ROUTE_PATH_MAX + 1], rel[ROUTE_PATH_MAX + 1], session[SESSION_ID_MAX + 1],
+                boundary[256];
         _cleanup_free_ char(*names)[ROUTE_PATH_MAX + 1] = NULL;
         struct part parts[FILES_PER_UPLOAD];
         struct session *s = NULL;
@@ -1122,7 +1122,7 @@ int api_handle_e2b_execute(struct api_request *req)
         struct airlock_error err = { { 0 } };
         json_t *root = NULL, *env;
         const char *code, *language = NULL, *ctx_id, *why = NULL, *context = NULL;
-        char session[32], cwd[ROUTE_PATH_MAX + 8] = "";
+        char session[SESSION_ID_MAX + 1], cwd[ROUTE_PATH_MAX + 8] = "";
         struct e2b_context ctx;
         struct session *s = NULL;
         int r;
@@ -1208,7 +1208,7 @@ static int profile_allows(struct api_request *req, const char *session, const ch
 int api_handle_e2b_context_create(struct api_request *req)
 {
         const char *language, *cwd, *why = NULL;
-        char session[32], dir[ROUTE_PATH_MAX + 8], langs[128];
+        char session[SESSION_ID_MAX + 1], dir[ROUTE_PATH_MAX + 8], langs[128];
         struct e2b_context c;
         json_t *root = NULL;
         int r;
@@ -1271,7 +1271,7 @@ int api_handle_e2b_context_create(struct api_request *req)
 
 int api_handle_e2b_context_list(struct api_request *req)
 {
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *list;
         int r;
 
@@ -1298,7 +1298,7 @@ int api_handle_e2b_context_delete(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
         struct e2b_context c;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, NULL, false);
@@ -1332,7 +1332,7 @@ int api_handle_e2b_context_restart(struct api_request *req)
         struct airlock_error err = { { 0 } };
         const char *language = default_context(req->params.id);
         struct e2b_context c;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, NULL, false);
@@ -1428,7 +1428,8 @@ static json_t *connect_message(struct api_request *req)
 }
 
 /* Sandbox auth for an RPC: its errors as Connect's. Returns 1 or 0 (a reply was queued). */
-static int rpc_auth(struct api_request *req, char session[32], struct session **ret_s)
+static int rpc_auth(struct api_request *req, char session[SESSION_ID_MAX + 1],
+                    struct session **ret_s)
 {
         const char *id = api_header(req, "E2b-Sandbox-Id");
         const char *token = api_header(req, "X-Access-Token");
@@ -1577,7 +1578,7 @@ static int fs_shell(struct session *s, const char *cmd, struct airlock_error *er
 int api_handle_e2b_filesystem(struct api_request *req)
 {
         struct airlock_error err = { { 0 } };
-        char session[32], rel[ROUTE_PATH_MAX + 1], rel2[ROUTE_PATH_MAX + 1];
+        char session[SESSION_ID_MAX + 1], rel[ROUTE_PATH_MAX + 1], rel2[ROUTE_PATH_MAX + 1];
         const char *method = req->params.id, *path, *why = NULL;
         json_t *msg = NULL, *entry = NULL, *entries;
         struct session *s = NULL;
@@ -1815,7 +1816,7 @@ int api_handle_e2b_process(struct api_request *req)
 {
         const char *method = req->params.id;
         struct session *s = NULL;
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         json_t *msg;
         int r;
 
@@ -1847,7 +1848,7 @@ int api_handle_e2b_process(struct api_request *req)
 int api_handle_e2b_sandbox_other(struct api_request *req)
 {
         const char *p = req->raw_path + strlen("/e2b/sandbox");
-        char session[32];
+        char session[SESSION_ID_MAX + 1];
         int r;
 
         r = sandbox_auth(req, session, NULL, false);

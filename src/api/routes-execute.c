@@ -389,7 +389,7 @@ int api_handle_session_execute(struct api_request *req)
         r = session_execute(s, &ereq, &result, &err);
         json_decref(root);
         if (r < 0) {
-                char id[SESSION_ID_LEN + 1];
+                char id[SESSION_ID_MAX + 1];
                 (void) snprintf(id, sizeof(id), "%s", session_id(s));
                 session_unref(s);
                 return reply_exec_failure(req, r, &err, id);

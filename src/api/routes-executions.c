@@ -42,6 +42,7 @@ int api_handle_executions(struct api_request *req)
 {
         struct exec_query q = { 0 };
         unsigned long limit = EXECUTIONS_LIMIT_DEFAULT;
+        char node[NODE_NAME_MAX + 1];
         json_t *list;
         char *end;
 
@@ -65,13 +66,12 @@ int api_handle_executions(struct api_request *req)
                                                "'%.32s'",
                                                RECENT_CAPACITY_MAX, q.limit);
         }
-        /* Session ids are "s-" and hex: anything else matches nothing, and is said so. */
-        if (q.session_id &&
-            (strlen(q.session_id) != SESSION_ID_LEN || strncmp(q.session_id, "s-", 2) != 0 ||
-             strspn(q.session_id + 2, "0123456789abcdef") != SESSION_ID_LEN - 2))
+        /* Session ids are "s-", hex and maybe "-NODE": anything else matches nothing, and is
+         * said so. */
+        if (q.session_id && session_id_parse(q.session_id, node) < 0)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "session_id",
                                        "session_id: expected a session id (s- and 24 lowercase "
-                                       "hex characters)");
+                                       "hex characters, then -NODE with a node name)");
 
         list = session_recent_executions(req->srv->mgr, (unsigned) limit, q.session_id);
         if (!list)

@@ -5,6 +5,7 @@
 #include "suspend.h"
 
 #include "base/cleanup.h"
+#include "base/node-id.h"
 #include "base/util.h"
 #include "tenant/tenant.h"
 
@@ -252,8 +253,13 @@ int suspend_make_id(const char *prefix, char *buf, size_t size)
 {
         size_t plen = strlen(prefix);
 
+        int r;
+
         if (size < plen + 2 * 12 + 1)
                 return -ENOBUFS;
         memcpy(buf, prefix, plen);
-        return random_hex(buf + plen, 12);
+        r = random_hex(buf + plen, 12);
+        if (r < 0)
+                return r;
+        return node_id_append(buf, size);
 }

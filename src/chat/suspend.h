@@ -63,6 +63,7 @@ int suspend_store_take(struct suspend_store *s, const char *id, json_t *expected
 size_t suspend_store_count(struct suspend_store *s);
 
 /* Writes prefix followed by 24 random hex digits (12 bytes of getrandom()) to buf, e.g.
- * "call_0123456789abcdef01234567". size must hold strlen(prefix) + 25 bytes. Returns 0,
+ * "call_0123456789abcdef01234567", and "-NODE" with a node (node-id.h). size must hold
+ * strlen(prefix) + 25 bytes, and NODE_SUFFIX_MAX more with a node (SUSPEND_ID_MAX does). Returns 0,
  * -ENOBUFS, or -errno of getrandom() (no weak fallback: an id is a capability). */
 int suspend_make_id(const char *prefix, char *buf, size_t size);

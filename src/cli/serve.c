@@ -23,6 +23,7 @@
 #include "profile/profile.h"
 #include "responses/responses.h"
 #include "serve-audit.h"
+#include "serve-cluster.h"
 #include "session/recent.h"
 #include "session/session.h"
 #include "systemd-unit.h"
@@ -121,6 +122,15 @@ static const char serve_help[] =
         "                          MCP clients read; also AIRLOCK_MCP_CONFIG. Their tools\n"
         "                          are offered at /mcp, the gateway and Code Mode\n"
         "\n"
+        "Cluster (docs/API.md, \"Cluster\"):\n"
+        "      --node NAME         this daemon's node name (a DNS label, at most 32):\n"
+        "                          every id it makes ends in -NAME; also AIRLOCK_NODE;\n"
+        "                          default none, or the hostname of a StatefulSet pod\n"
+        "      --peers SPEC        the other nodes, NAME=HOST:PORT,...: a NAME may end in\n"
+        "                          a range [A-B] and HOST may hold {node}, e.g.\n"
+        "                          'airlock-[0-15]={node}.airlock-peers:8080'; requests\n"
+        "                          for their ids are forwarded to them; also AIRLOCK_PEERS\n"
+        "\n"
         "      --print-systemd-unit  print the systemd unit meson installs\n"
         "                          (airlock.service, docs/DEPLOY.md) and exit\n"
         "\n"
@@ -188,6 +198,7 @@ struct serve_args {
         const char *metrics_token_file;
         unsigned metrics_top_sessions;
         struct serve_audit audit;
+        const char *node, *peers; /* serve-cluster.h */
 };
 
 static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret)
@@ -241,6 +252,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_METRICS_TOKEN_FILE,
                 OPT_METRICS_TOP_SESSIONS,
                 OPT_PRINT_SYSTEMD_UNIT,
+                OPT_NODE,
+                OPT_PEERS,
                 OPT_AUDIT /* every --audit-* flag: serve-audit.c reads them */
         };
         static const struct option opts[] = {
@@ -277,6 +290,8 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "metrics-token-file", required_argument, NULL, OPT_METRICS_TOKEN_FILE },
                 { "metrics-top-sessions", required_argument, NULL, OPT_METRICS_TOP_SESSIONS },
                 { "print-systemd-unit", no_argument, NULL, OPT_PRINT_SYSTEMD_UNIT },
+                { "node", required_argument, NULL, OPT_NODE },
+                { "peers", required_argument, NULL, OPT_PEERS },
                 { "audit-log", required_argument, NULL, OPT_AUDIT },
                 { "audit-max-size", required_argument, NULL, OPT_AUDIT },
                 { "audit-keep", required_argument, NULL, OPT_AUDIT },
@@ -470,6 +485,12 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                         break;
                 case OPT_CHAT_REQUIRE_APPROVAL:
                         a->chat_require_approval = true;
+                        break;
+                case OPT_NODE:
+                        a->node = optarg;
+                        break;
+                case OPT_PEERS:
+                        a->peers = optarg;
                         break;
                 case OPT_PRINT_SYSTEMD_UNIT:
                         /* The same bytes meson writes to packaging's airlock.service. */
@@ -779,6 +800,8 @@ int cmd_serve(int argc, char **argv)
                 .require_approval = a.chat_require_approval,
         };
         if (cli_isolation(a.isolation, &mode) < 0 || check_metrics_listen(&a) < 0)
+                return EXIT_USAGE;
+        if (serve_cluster_setup(a.node, a.peers) < 0)
                 return EXIT_USAGE;
         if (api_listen_parse(a.listen, &l, &why) < 0) {
                 fprintf(stderr, "airlock serve: --listen '%s': %s\n", a.listen, why);

@@ -14,25 +14,52 @@ static bool is_lower_hex(const char *s, size_t n)
         return true;
 }
 
-int e2b_sandbox_id(const char *session_id, char ret_id[E2B_SANDBOX_ID_LEN + 1])
+int e2b_sandbox_id(const char *session_id, char ret_id[E2B_SANDBOX_ID_MAX + 1])
 {
-        if (strncmp(session_id, "s-", 2) != 0 || strlen(session_id) != 2 + E2B_SANDBOX_ID_LEN ||
+        char node[NODE_NAME_MAX + 1];
+
+        if (strncmp(session_id, "s-", 2) != 0 ||
+            node_id_split(session_id + 2, E2B_SANDBOX_ID_LEN, node) < 0 ||
             !is_lower_hex(session_id + 2, E2B_SANDBOX_ID_LEN))
                 return -EINVAL;
-        memcpy(ret_id, session_id + 2, E2B_SANDBOX_ID_LEN + 1);
+        memcpy(ret_id, session_id + 2, strlen(session_id + 2) + 1);
         return 0;
 }
 
-int e2b_session_id(const char *id, char ret_session[32])
+int e2b_session_id(const char *id, char ret_session[E2B_SESSION_ID_MAX + 1])
 {
-        size_t n = strlen(id);
+        char node[NODE_NAME_MAX + 1];
+        size_t n;
 
-        /* "<sandboxID>-<clientID>": what older API answers made of an id; the client part
-         * names no session. */
-        if (n > E2B_SANDBOX_ID_LEN && id[E2B_SANDBOX_ID_LEN] == '-')
-                n = E2B_SANDBOX_ID_LEN;
-        if (n != E2B_SANDBOX_ID_LEN || !is_lower_hex(id, n))
+        if (strnlen(id, E2B_SANDBOX_ID_LEN) != E2B_SANDBOX_ID_LEN ||
+            !is_lower_hex(id, E2B_SANDBOX_ID_LEN) ||
+            (id[E2B_SANDBOX_ID_LEN] != '\0' && id[E2B_SANDBOX_ID_LEN] != '-'))
                 return -EINVAL;
+        /* "<sandboxID>-<clientID>": what older API answers made of an id; the client part
+         * names no session. With nodes a sandboxID is "<24 hex>-NODE": the longest run of
+         * '-'-separated parts after the hex that names this node or a peer is the node, the
+         * rest (or everything, when none does) the client's. */
+        n = E2B_SANDBOX_ID_LEN;
+        if (id[n] == '-') {
+                const char *rest = id + n + 1;
+                size_t k = strnlen(rest, NODE_NAME_MAX + 1);
+
+                while (k > 0) {
+                        if (k <= NODE_NAME_MAX) {
+                                memcpy(node, rest, k);
+                                node[k] = '\0';
+                                if (node_name_is_valid(node) &&
+                                    ((node_self() && node_is_self(node)) || node_peer_find(node))) {
+                                        n += 1 + k;
+                                        break;
+                                }
+                        }
+                        while (k > 0 && rest[k - 1] != '-')
+                                k--;
+                        if (k > 0)
+                                k--; /* drop the '-' too */
+                }
+        }
         memcpy(ret_session, "s-", 2);
         memcpy(ret_session + 2, id, n);
         ret_session[2 + n] = '\0';

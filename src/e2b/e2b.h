@@ -10,6 +10,7 @@
 #pragma once
 
 #include "base/error.h"
+#include "base/node-id.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -17,18 +18,23 @@
 #include <stdint.h>
 
 #define E2B_SANDBOX_ID_LEN 24 /* a session id's 24 lowercase hex digits */
-#define E2B_TOKEN_LEN 48      /* an access token: 24 random bytes as hex */
+/* With "-NODE" after them (node-id.h), and the session id of one ("s-" first). */
+#define E2B_SANDBOX_ID_MAX (E2B_SANDBOX_ID_LEN + NODE_SUFFIX_MAX)
+#define E2B_SESSION_ID_MAX (2 + E2B_SANDBOX_ID_MAX)
+#define E2B_CLIENT_ID "airlock" /* the clientID of every sandbox */
+#define E2B_TOKEN_LEN 48        /* an access token: 24 random bytes as hex */
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_CONTEXTS_MAX 16 /* code contexts of one sandbox */
 
-/* The sandboxID of a session id ("s-" followed by 24 lowercase hex digits). Returns 0 or
- * -EINVAL for anything else. */
-int e2b_sandbox_id(const char *session_id, char ret_id[E2B_SANDBOX_ID_LEN + 1]);
+/* The sandboxID of a session id ("s-" followed by 24 lowercase hex digits, and "-NODE" with a
+ * node): the id without "s-". Returns 0 or -EINVAL for anything else. */
+int e2b_sandbox_id(const char *session_id, char ret_id[E2B_SANDBOX_ID_MAX + 1]);
 
 /* The session id of a sandboxID. E2B's SDK may add "-<clientID>" after an id (older API
- * answers): that suffix is dropped. Returns 0, or -EINVAL when id is not 24 lowercase hex
- * digits (with or without such a suffix). */
-int e2b_session_id(const char *id, char ret_session[32]);
+ * answers): that suffix is dropped, unless it is this node's or a peer's name. Returns 0, or
+ * -EINVAL when id is not 24 lowercase hex digits and an optional "-NODE" (with or without such
+ * a suffix). */
+int e2b_session_id(const char *id, char ret_session[E2B_SESSION_ID_MAX + 1]);
 
 /* A path as the SDK sends it, made relative to /work: "/home/user/a/b", "/work/a/b" and
  * "a/b" (relative to the home) all give "a/b"; "/home/user", "/work", "~" and "" give "".

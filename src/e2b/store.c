@@ -16,7 +16,7 @@
 #include <sys/random.h>
 
 struct context_row {
-        char session[32];
+        char session[E2B_SESSION_ID_MAX + 1];
         struct e2b_context c;
 };
 

@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/node-id.h"
 #include "base/util.h"
 #include "mcp.h"
 #include "tenant/tenant.h"
@@ -21,7 +22,7 @@
 #define VERSION_HEADER "MCP-Protocol-Version"
 
 struct entry {
-        char id[40];                     /* "mcp-" and 32 hex characters */
+        char id[40 + NODE_SUFFIX_MAX];   /* "mcp-", 32 hex characters, "-NODE" */
         char owner[TENANT_NAME_MAX + 1]; /* the tenant that initialized it */
         struct mcp_conn *conn;
         unsigned refs; /* requests in flight */
@@ -169,6 +170,8 @@ static int entry_new(struct mcp_http *h, struct entry **ret_e)
          * getrandom(). */
         memcpy(e->id, "mcp-", 4);
         r = random_hex(e->id + 4, 16);
+        if (r >= 0)
+                r = node_id_append(e->id, sizeof(e->id));
         if (r < 0) {
                 free(e);
                 return r;

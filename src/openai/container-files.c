@@ -23,7 +23,7 @@
 json_t *cfile_record(struct openai *oa, const char *session_id, const char *path,
                      const char *source, long long created_at)
 {
-        char id[OPENAI_CFILE_ID_LEN + 1];
+        char id[OPENAI_CFILE_ID_MAX + 1];
 
         openai_make_id(OPENAI_CFILE_PREFIX, id);
         /* A path already known keeps its id; an upload makes it the user's. */
@@ -84,7 +84,7 @@ int openai_container_file_add(struct openai *oa, const char *container_id, const
         _cleanup_(json_decrefp) json_t *row = NULL;
         struct session *s = NULL;
         const char *why = NULL;
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
         int r;
 
         if (openai_filename_check(filename, &why) < 0)
@@ -190,7 +190,7 @@ int openai_container_files(struct openai *oa, const char *container_id,
         const char *path;
         bool complete = false;
         json_t *row, *f;
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
         size_t i;
         int r;
 
@@ -237,7 +237,7 @@ int openai_container_files(struct openai *oa, const char *container_id,
 
 /* The container's session (a reference) and the row of its file file_id, or 404. */
 static int cfile_find(struct openai *oa, const char *container_id, const char *file_id,
-                      struct session **ret_s, char sid[32], json_t **ret_row,
+                      struct session **ret_s, char sid[SESSION_ID_MAX + 1], json_t **ret_row,
                       struct openai_error *err)
 {
         struct session *s = NULL;
@@ -264,7 +264,7 @@ static int cfile_open(struct openai *oa, const char *container_id, const char *f
         _cleanup_(json_decrefp) json_t *row = NULL;
         struct airlock_error aerr = { { 0 } };
         struct session *s = NULL;
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
         int r;
 
         r = cfile_find(oa, container_id, file_id, &s, sid, &row, err);
@@ -312,7 +312,7 @@ int openai_container_file_delete(struct openai *oa, const char *container_id, co
         _cleanup_(json_decrefp) json_t *row = NULL;
         struct airlock_error aerr = { { 0 } };
         struct session *s = NULL;
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
         int r;
 
         r = cfile_find(oa, container_id, file_id, &s, sid, &row, err);
@@ -337,7 +337,7 @@ int openai_container_files_register(struct openai *oa, const char *container_id,
                                     json_t **ret_files, struct openai_error *err)
 {
         _cleanup_(json_decrefp) json_t *out = json_array();
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
         size_t i;
         json_t *f;
 

@@ -28,7 +28,7 @@ void container_forget(struct openai *oa, const char *session_id)
 /* 404 for a container that is not there: with the reason when its session ended. */
 static int container_gone(struct openai *oa, const char *container_id, struct openai_error *err)
 {
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
         json_t *ended = NULL;
         int r;
 
@@ -50,7 +50,7 @@ static int container_gone(struct openai *oa, const char *container_id, struct op
 }
 
 int container_lookup(struct openai *oa, const char *container_id, struct session **ret_session,
-                     char sid[32], struct openai_error *err)
+                     char sid[SESSION_ID_MAX + 1], struct openai_error *err)
 {
         struct airlock_error aerr = { { 0 } };
         int r;
@@ -73,7 +73,7 @@ static json_t *container_object(json_t *desc, json_t *row)
         json_int_t stop_after_s = json_integer_value(json_object_get(desc, "stop_after_s"));
         const char *name = json_string_value(json_object_get(row, "name"));
         json_t *memory_limit = json_object_get(row, "memory_limit");
-        char cid[OPENAI_CONTAINER_ID_LEN + 1];
+        char cid[OPENAI_CONTAINER_ID_MAX + 1];
         json_t *o;
 
         if (!sid || openai_container_id(sid, cid, sizeof(cid)) < 0)
@@ -102,7 +102,7 @@ static json_t *container_row(struct openai *oa, const char *sid)
 
 json_t *openai_container_describe(struct openai *oa, const char *container_id)
 {
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
         json_t *desc, *row, *o;
 
         if (openai_session_id(container_id, sid, sizeof(sid)) < 0)
@@ -218,14 +218,14 @@ static int copy_files(struct openai *oa, struct session *s, const char *cid, con
 }
 
 int openai_container_create(struct openai *oa, const struct openai_container_options *o,
-                            char ret_id[OPENAI_CONTAINER_ID_LEN + 1], struct openai_error *err)
+                            char ret_id[OPENAI_CONTAINER_ID_MAX + 1], struct openai_error *err)
 {
         const char *profile = o->profile ? o->profile : "default";
         unsigned minutes = o->expires_after_minutes ? o->expires_after_minutes
                                                     : OPENAI_EXPIRES_MINUTES_DEFAULT;
         struct airlock_error aerr = { { 0 } };
         struct session *s = NULL;
-        char sid[SESSION_ID_LEN + 1], cid[OPENAI_CONTAINER_ID_LEN + 1];
+        char sid[SESSION_ID_MAX + 1], cid[OPENAI_CONTAINER_ID_MAX + 1];
         int r;
 
         r = check_options(o, err);
@@ -304,7 +304,7 @@ int openai_container_list(struct openai *oa, const struct openai_list_query *q, 
 int openai_container_delete(struct openai *oa, const char *container_id, json_t **ret_deleted,
                             struct openai_error *err)
 {
-        char sid[32];
+        char sid[SESSION_ID_MAX + 1];
 
         if (openai_session_id(container_id, sid, sizeof(sid)) < 0 ||
             session_destroy(oa->mgr, sid) < 0)

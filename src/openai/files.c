@@ -50,7 +50,7 @@ int openai_file_create(struct openai *oa, const char *spool_path, uint64_t size,
                        const char *filename, const char *purpose, json_t **ret_file,
                        struct openai_error *err)
 {
-        char id[OPENAI_FILE_ID_LEN + 1], path[4096];
+        char id[OPENAI_FILE_ID_MAX + 1], path[4096];
         const char *why = NULL;
         long long now = (long long) time(NULL);
         json_t *row;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "openai.h"
+#include "session/session.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -80,7 +81,7 @@ int openai_write_to_session(struct session *s, const char *container_id, const c
  * *ret_session (release with session_unref()) and its session id in sid, or -errno with err
  * (404 for an unknown or ended container). */
 int container_lookup(struct openai *oa, const char *container_id, struct session **ret_session,
-                     char sid[32], struct openai_error *err);
+                     char sid[SESSION_ID_MAX + 1], struct openai_error *err);
 
 /* Forgets what is recorded of a container whose session is gone (its row, its files' ids). */
 void container_forget(struct openai *oa, const char *session_id);

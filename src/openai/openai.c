@@ -118,6 +118,7 @@ void openai_make_id(const char *prefix, char *buf)
         memcpy(buf, prefix, n);
         for (size_t i = 0; i < sizeof(raw); i++)
                 (void) snprintf(buf + n + 2 * i, 3, "%02x", raw[i]);
+        (void) node_id_append(buf, n + OPENAI_ID_HEX + NODE_SUFFIX_MAX + 1);
 }
 
 static bool is_hex(const char *s, size_t n)
@@ -125,22 +126,25 @@ static bool is_hex(const char *s, size_t n)
         for (size_t i = 0; i < n; i++)
                 if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
                         return false;
-        return s[n] == '\0';
+        return true;
 }
 
 bool openai_id_is_valid(const char *id, const char *prefix)
 {
         size_t n = strlen(prefix);
 
-        return id && strncmp(id, prefix, n) == 0 && strlen(id + n) == OPENAI_ID_HEX &&
-               is_hex(id + n, OPENAI_ID_HEX);
+        char node[NODE_NAME_MAX + 1];
+
+        /* The hex part, then "-NODE" or nothing (node-id.h). */
+        return id && strncmp(id, prefix, n) == 0 &&
+               node_id_split(id + n, OPENAI_ID_HEX, node) >= 0 && is_hex(id + n, OPENAI_ID_HEX);
 }
 
 int openai_container_id(const char *session_id, char *buf, size_t size)
 {
         if (!openai_id_is_valid(session_id, "s-"))
                 return -EINVAL;
-        if (size < OPENAI_CONTAINER_ID_LEN + 1)
+        if (size < strlen(session_id) - 2 + strlen(OPENAI_CONTAINER_PREFIX) + 1)
                 return -ENOBUFS;
         (void) snprintf(buf, size, OPENAI_CONTAINER_PREFIX "%s", session_id + 2);
         return 0;
@@ -150,7 +154,7 @@ int openai_session_id(const char *container_id, char *buf, size_t size)
 {
         if (!openai_id_is_valid(container_id, OPENAI_CONTAINER_PREFIX))
                 return -EINVAL;
-        if (size < SESSION_ID_LEN + 1)
+        if (size < strlen(container_id) - strlen(OPENAI_CONTAINER_PREFIX) + 3)
                 return -ENOBUFS;
         (void) snprintf(buf, size, "s-%s", container_id + strlen(OPENAI_CONTAINER_PREFIX));
         return 0;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "base/error.h"
+#include "base/node-id.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -30,6 +31,10 @@ struct session_manager;
 #define OPENAI_CONTAINER_ID_LEN (5 + OPENAI_ID_HEX) /* "cntr_" + 24 hex */
 #define OPENAI_FILE_ID_LEN (5 + OPENAI_ID_HEX)      /* "file-" + 24 hex */
 #define OPENAI_CFILE_ID_LEN (6 + OPENAI_ID_HEX)     /* "cfile_" + 24 hex */
+/* The same with "-NODE" after (node-id.h): buffers are sized for these. */
+#define OPENAI_CONTAINER_ID_MAX (OPENAI_CONTAINER_ID_LEN + NODE_SUFFIX_MAX)
+#define OPENAI_FILE_ID_MAX (OPENAI_FILE_ID_LEN + NODE_SUFFIX_MAX)
+#define OPENAI_CFILE_ID_MAX (OPENAI_CFILE_ID_LEN + NODE_SUFFIX_MAX)
 /* Where the code sees a container's files: the same directory as /work (src/jail/mount.c). */
 #define OPENAI_DATA_DIR "/mnt/data"
 
@@ -83,7 +88,7 @@ uint64_t openai_upload_max(const struct openai *oa);
 /* ---- ids ---------------------------------------------------------------------------------- */
 
 /* "cntr_<24 hex>" for the session id "s-<24 hex>", written to buf (NUL-terminated; size at
- * least OPENAI_CONTAINER_ID_LEN + 1). Returns 0, -EINVAL for a malformed session id, -ENOBUFS
+ * least OPENAI_CONTAINER_ID_MAX + 1). Returns 0, -EINVAL for a malformed session id, -ENOBUFS
  * when buf is too small. */
 int openai_container_id(const char *session_id, char *buf, size_t size);
 
@@ -114,7 +119,7 @@ struct openai_container_options {
  * "file_ids"), 503 at the session limit, 507 when the files do not fit. Nothing is left behind
  * on failure. */
 int openai_container_create(struct openai *oa, const struct openai_container_options *o,
-                            char ret_id[OPENAI_CONTAINER_ID_LEN + 1], struct openai_error *err);
+                            char ret_id[OPENAI_CONTAINER_ID_MAX + 1], struct openai_error *err);
 
 /* The Container object {id, object: "container", created_at, status: "running"|"expired",
  * name, expires_after: {anchor: "last_active_at", minutes}, last_active_at, memory_limit (when

@@ -89,9 +89,9 @@ struct run {
         unsigned seq; /* the next event's sequence_number */
         bool started;
         bool files_copied; /* file_ids were copied into a container that existed before */
-        char precreated[SESSION_ID_LEN + 1];         /* a session made for the first call, handed to
+        char precreated[SESSION_ID_MAX + 1];         /* a session made for the first call, handed to
                                                       * the toolbox when it asks for one */
-        char container[OPENAI_CONTAINER_ID_LEN + 1]; /* the conversation's, "" = none yet */
+        char container[OPENAI_CONTAINER_ID_MAX + 1]; /* the conversation's, "" = none yet */
         /* Why the container could not be made (the tool's options, the session limit): the
          * answer of the request once the loop ended, since the code it was for never ran. */
         struct openai_error create_err;
@@ -320,7 +320,7 @@ static char **file_id_vector(json_t *ids)
 static int make_container(struct run *run, struct openai_error *oerr)
 {
         _cleanup_free_ char **ids = file_id_vector(run->plan->file_ids);
-        char cid[OPENAI_CONTAINER_ID_LEN + 1], sid[SESSION_ID_LEN + 1];
+        char cid[OPENAI_CONTAINER_ID_MAX + 1], sid[SESSION_ID_MAX + 1];
         int r;
 
         if (!ids)
@@ -356,7 +356,7 @@ static int make_container(struct run *run, struct openai_error *oerr)
  * request's file_ids, once), or a new one, made now so that the call's item can name it. */
 static void ensure_container(struct run *run)
 {
-        char sid[SESSION_ID_LEN + 1];
+        char sid[SESSION_ID_MAX + 1];
         struct openai_error oerr = {};
         json_t *id;
         size_t i;
@@ -808,7 +808,7 @@ static int check_file_ids(struct responses *rs, const struct responses_plan *pla
  * previous response's, else that of the last code_interpreter_call the client replayed, as
  * long as it still exists. "" = a new one, made by the first call. */
 static int pick_container(struct run *run, json_t *state, const struct responses_input_info *info,
-                          char sid[SESSION_ID_LEN + 1], struct chat_gateway_reply *ret)
+                          char sid[SESSION_ID_MAX + 1], struct chat_gateway_reply *ret)
 {
         const char *candidates[2] = { json_string_value(json_object_get(state, "container")),
                                       info->container };
@@ -819,7 +819,7 @@ static int pick_container(struct run *run, json_t *state, const struct responses
                 return 0;
         if (run->plan->container[0]) {
                 desc = openai_container_describe(run->rs->cfg.openai, run->plan->container);
-                if (!desc || openai_session_id(run->plan->container, sid, SESSION_ID_LEN + 1) < 0) {
+                if (!desc || openai_session_id(run->plan->container, sid, SESSION_ID_MAX + 1) < 0) {
                         json_decref(desc);
                         return reply_error(ret, 404, "invalid_request_error", run->plan->code_param,
                                            "Container with id '%s' not found (%s.container).",
@@ -834,7 +834,7 @@ static int pick_container(struct run *run, json_t *state, const struct responses
                 if (!candidates[i] || !*candidates[i])
                         continue;
                 desc = openai_container_describe(run->rs->cfg.openai, candidates[i]);
-                if (desc && openai_session_id(candidates[i], sid, SESSION_ID_LEN + 1) >= 0) {
+                if (desc && openai_session_id(candidates[i], sid, SESSION_ID_MAX + 1) >= 0) {
                         json_decref(desc);
                         return openai_container_id(sid, run->container, sizeof(run->container));
                 }
@@ -1053,7 +1053,7 @@ int responses_create(struct responses *rs, const struct responses_request *req,
         _cleanup_json_ json_t *output = json_array(), *cited = json_array();
         struct caller_tools_error cerr = {};
         struct run run = { .rs = rs, .req = req, .output = output, .cited = cited };
-        char sid[SESSION_ID_LEN + 1];
+        char sid[SESSION_ID_MAX + 1];
         size_t skip = 0;
         json_t *m;
         size_t i;

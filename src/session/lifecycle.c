@@ -341,7 +341,7 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         json_decref(row);
 
         {
-                char unused[SESSION_ID_LEN + 1]; /* the session keeps its own id */
+                char unused[SESSION_ID_MAX + 1]; /* the session keeps its own id */
                 r = session_fd_room(mgr, 1, err);
                 if (r >= 0)
                         r = session_take_sandbox(mgr, slot, &sb, unused, err);
@@ -491,6 +491,8 @@ json_t *lifecycle_describe_row(struct session_manager *mgr, json_t *row)
                         desc, json_object_get(info, "metadata"),
                         (uint64_t) json_integer_value(json_object_get(info, "timeout_ms")),
                         (time_t) json_integer_value(json_object_get(info, "stops_at")));
+        if (desc)
+                session_describe_node(desc);
         return desc;
 }
 
@@ -590,7 +592,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                  struct airlock_error *err)
 {
         struct sandbox *sbs[SESSION_FORK_MAX] = { 0 };
-        char ids[SESSION_FORK_MAX][SESSION_ID_LEN + 1];
+        char ids[SESSION_FORK_MAX][SESSION_ID_MAX + 1];
         json_t *reports[SESSION_FORK_MAX] = { 0 };
         struct profile_slot *slot = NULL;
         struct session *parent = NULL;

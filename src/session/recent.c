@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/utf8.h"
+#include "session/session.h"
 #include "tenant/tenant.h"
 
 #include <errno.h>
@@ -22,7 +23,7 @@ struct recent_entry {
         int64_t peak_memory, execution_count;
         uint32_t code_bytes, stdout_bytes, stderr_bytes;
         bool one_shot;
-        char session_id[32];
+        char session_id[SESSION_ID_MAX + 1];
         char tenant[64]; /* TENANT_NAME_MAX + 1 */
         char profile[64];
         char language[16];

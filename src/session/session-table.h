@@ -31,7 +31,7 @@ enum session_phase {
 
 struct session {
         atomic_int refs;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         unsigned table_pos; /* its place in mgr->sessions while it is in the table */
         struct session_manager *mgr;
         /* Its owner (docs/TENANTS.md), set at create, kept on stop, inherited by forks: other
@@ -75,7 +75,7 @@ struct session {
 
 struct pool_member {
         struct sandbox *sb;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         bool warm;           /* it ran the first-call path already (sandbox_warmup) */
         unsigned generation; /* of the zygote it was forked from (sandbox_zygote_generation) */
         unsigned layer_gen;  /* of the slot's layer it has mounted (sandbox's layer_gen) */
@@ -117,7 +117,7 @@ struct profile_slot {
 };
 
 struct ended {
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         char tenant[TENANT_NAME_MAX + 1];
         char reason[160];
         bool lost; /* ended by a failure rather than by a client or idleness */
@@ -175,7 +175,7 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
 /* A sandbox for a new or resumed session: a warm one from the pool, else a fresh fork.
  * ret_id gets the id its cgroup is named after, for a new session to take. */
 int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
-                         struct sandbox **ret_sb, char ret_id[SESSION_ID_LEN + 1],
+                         struct sandbox **ret_sb, char ret_id[SESSION_ID_MAX + 1],
                          struct airlock_error *err);
 /* A new sandbox for the profile (forked from its zygote, or a fresh exec for a cold profile
  * and the modes without zygotes), its cgroup named "airlock-<id>". */
@@ -196,7 +196,7 @@ int session_slot_follow_layer(struct session_manager *mgr, struct profile_slot *
                               struct airlock_error *err);
 
 /* session.c */
-void session_make_id(char id[SESSION_ID_LEN + 1]);
+void session_make_id(char id[SESSION_ID_MAX + 1]);
 void session_format_time(time_t t, char buf[32]);
 struct session *session_ref(struct session *s);
 struct session *session_new_object(struct session_manager *mgr, const char *id,
@@ -240,6 +240,8 @@ char *session_info_json(const struct session *s);
  * under the manager's lock, as PATCH and stop write theirs, so that of two writers the later
  * one always writes the newer facts. Takes the manager's lock and s->lock: call with neither. */
 void session_store_info(struct session *s);
+/* Sets o's "node": this daemon's node name, null without one (node-id.h). */
+void session_describe_node(json_t *o);
 /* Sets "metadata", "timeout_s" and "stops_at" of a session description o. */
 void session_describe_patchable(json_t *o, const json_t *metadata, uint64_t timeout_ms,
                                 time_t stops_at);

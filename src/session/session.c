@@ -40,7 +40,7 @@
 /* Records of ended sessions are kept this long, so late calls still learn what happened. */
 #define STORE_KEEP_S (7LL * 24 * 3600)
 
-void session_make_id(char id[SESSION_ID_LEN + 1])
+void session_make_id(char id[SESSION_ID_MAX + 1])
 {
         unsigned char raw[12];
 
@@ -52,6 +52,15 @@ void session_make_id(char id[SESSION_ID_LEN + 1])
         id[0] = 's', id[1] = '-';
         for (size_t i = 0; i < sizeof(raw); i++)
                 (void) snprintf(id + 2 + 2 * i, 3, "%02x", raw[i]);
+        /* Sized for it: SESSION_ID_MAX holds the longest node name. */
+        (void) node_id_append(id, SESSION_ID_MAX + 1);
+}
+
+int session_id_parse(const char *id, char ret_node[NODE_NAME_MAX + 1])
+{
+        if (strncmp(id, "s-", 2) != 0 || strspn(id + 2, "0123456789abcdef") < SESSION_ID_LEN - 2)
+                return -EINVAL;
+        return node_id_split(id, SESSION_ID_LEN, ret_node);
 }
 
 void session_format_time(time_t t, char buf[32])
@@ -628,7 +637,7 @@ static bool refill_one_member(struct session_manager *mgr)
         struct profile_slot *todo = NULL;
         struct sandbox *sb = NULL;
         struct pool_member *m;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         int r;
 
         for (unsigned i = 0; i < mgr->n_profiles && !todo; i++) {
@@ -1129,7 +1138,7 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         struct sandbox *sb = NULL;
         struct session *s;
         _cleanup_(egress_policy_freep) struct egress_policy *network = NULL;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         _cleanup_free_ char *info = NULL;
         uint64_t t0 = now_ns();
         int r;
@@ -1363,6 +1372,13 @@ static const char *phase_state(const struct session *s)
         return s->busy ? "busy" : "idle";
 }
 
+void session_describe_node(json_t *o)
+{
+        const char *node = node_self();
+
+        json_object_set_new(o, "node", node ? json_string(node) : json_null());
+}
+
 json_t *session_describe(struct session *s)
 {
         char created[32], used[32];
@@ -1389,6 +1405,8 @@ json_t *session_describe(struct session *s)
                 json_object_set_new(o, "approved_tools", strv_json(s->approved_tools));
         if (o)
                 json_object_set_new(o, "tenant", json_string(s->tenant));
+        if (o)
+                session_describe_node(o);
         net = o ? session_network_json(s) : NULL;
         if (net)
                 json_object_set_new(o, "network", net);
@@ -2404,7 +2422,7 @@ int session_run_once_files(struct session_manager *mgr, const struct session_cre
         struct exec_request once = *req;
         struct session *s = NULL;
         struct profile_slot *slot = NULL;
-        char id[SESSION_ID_LEN + 1];
+        char id[SESSION_ID_MAX + 1];
         int r;
 
         pthread_mutex_lock(&mgr->lock);

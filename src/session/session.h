@@ -12,6 +12,7 @@
 #pragma once
 
 #include "base/error.h"
+#include "base/node-id.h"
 #include "jail/jail.h"
 #include "session/sandbox.h"
 
@@ -22,6 +23,13 @@
 #include <sys/types.h>
 
 #define SESSION_ID_LEN 26 /* "s-" + 24 lowercase hex characters */
+/* With a node (node-id.h), "-NODE" follows: the longest id, without its NUL. */
+#define SESSION_ID_MAX (SESSION_ID_LEN + NODE_SUFFIX_MAX)
+
+/* Parses a session id: "s-", 24 lowercase hex characters, and "-NODE" or nothing. Returns 0
+ * (ret_node "") or 1 (ret_node the node's name) as node_id_split(), -EINVAL for anything
+ * else. No allocation, no lock. */
+int session_id_parse(const char *id, char ret_node[NODE_NAME_MAX + 1]);
 
 struct audit;
 struct egress;

@@ -388,7 +388,7 @@ int session_pool_find_stale(const struct profile_slot *slot)
 }
 
 int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
-                         struct sandbox **ret_sb, char ret_id[SESSION_ID_LEN + 1],
+                         struct sandbox **ret_sb, char ret_id[SESSION_ID_MAX + 1],
                          struct airlock_error *err)
 {
         struct sandbox *sb = NULL;
@@ -426,7 +426,7 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
                         slot->pool_hits_warm++;
                 else
                         slot->pool_hits_cold++;
-                memcpy(ret_id, slot->pool[k].id, SESSION_ID_LEN + 1);
+                memcpy(ret_id, slot->pool[k].id, SESSION_ID_MAX + 1);
                 slot->pool[k] = slot->pool[--slot->pool_len];
                 /* The session handed over runs its first cells without a fork beside it: a
                  * refill that can wait (the pool still holds a member) waits a moment. An

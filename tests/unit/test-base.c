@@ -4,6 +4,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json-util.h"
+#include "base/node-id.h"
 #include "base/utf8.h"
 #include "base/util.h"
 #include "base/wire.h"
@@ -470,4 +471,129 @@ Test(fd_room, counts_what_the_limit_leaves)
         while (n > 0)
                 close(fds[--n]);
         close(high);
+}
+
+/* ---- node names and ids (node-id.h) --------------------------------------------------------- */
+
+Test(node_id, names)
+{
+        cr_assert(node_name_is_valid("n1"));
+        cr_assert(node_name_is_valid("a"));
+        cr_assert(node_name_is_valid("airlock-15"));
+        cr_assert(node_name_is_valid("0123456789abcdef0123456789abcdef"));
+        cr_assert(!node_name_is_valid("0123456789abcdef0123456789abcdef0"));
+        cr_assert(!node_name_is_valid(""));
+        cr_assert(!node_name_is_valid("-a"));
+        cr_assert(!node_name_is_valid("a-"));
+        cr_assert(!node_name_is_valid("A"));
+        cr_assert(!node_name_is_valid("a.b"));
+        cr_assert(!node_name_is_valid("a_b"));
+        cr_assert(!node_name_is_valid(NULL));
+        cr_assert_eq(node_set_self("Bad"), -EINVAL);
+        cr_assert_null(node_self());
+}
+
+Test(node_id, split_and_append)
+{
+        char node[NODE_NAME_MAX + 1], id[64] = "s-0123456789abcdef01234567";
+
+        cr_assert_eq(node_id_split(id, 26, node), 0);
+        cr_assert_str_eq(node, "");
+        cr_assert(node_is_self(node));
+        /* Without a node, ids stay exactly as they are. */
+        cr_assert_eq(node_id_append(id, sizeof(id)), 0);
+        cr_assert_str_eq(id, "s-0123456789abcdef01234567");
+
+        cr_assert_eq(node_set_self("n1"), 0);
+        cr_assert_str_eq(node_self(), "n1");
+        cr_assert_eq(node_id_append(id, 28), -ENOBUFS);
+        cr_assert_eq(node_id_append(id, sizeof(id)), 0);
+        cr_assert_str_eq(id, "s-0123456789abcdef01234567-n1");
+        cr_assert_eq(node_id_split(id, 26, node), 1);
+        cr_assert_str_eq(node, "n1");
+        cr_assert(node_is_self(node));
+        cr_assert(!node_is_self("n2"));
+
+        cr_assert_eq(node_id_split("s-0123456789abcdef01234567-", 26, node), -EINVAL);
+        cr_assert_eq(node_id_split("s-0123456789abcdef01234567x", 26, node), -EINVAL);
+        cr_assert_eq(node_id_split("s-0123456789abcdef01234567-N1", 26, node), -EINVAL);
+        cr_assert_eq(node_id_split("s-0123456789abcdef01234567--", 26, node), -EINVAL);
+        cr_assert_eq(node_id_split("s-0123456789abcdef0123456", 26, node), -EINVAL);
+        cr_assert_eq(node_id_split("s-0123456789abcdef01234567-0123456789abcdef0123456789abcdef0",
+                                   26, node),
+                     -EINVAL);
+        cr_assert_eq(node_set_self(NULL), 0);
+}
+
+Test(node_id, peers_ranges_and_node)
+{
+        struct node_peer p[NODE_PEERS_MAX];
+        char why[256];
+        size_t n = 0;
+
+        cr_assert_eq(node_peers_parse("airlock-[0-15]={node}.airlock-peers:8080", "airlock-3", p,
+                                      NODE_PEERS_MAX, &n, why, sizeof(why)),
+                     0, "%s", why);
+        cr_assert_eq(n, 15); /* itself left out */
+        cr_assert_str_eq(p[0].name, "airlock-0");
+        cr_assert_str_eq(p[0].addr, "airlock-0.airlock-peers:8080");
+        cr_assert_str_eq(p[3].name, "airlock-4");
+        cr_assert_str_eq(p[14].addr, "airlock-15.airlock-peers:8080");
+
+        cr_assert_eq(node_peers_parse("n0=10.1.2.2:8080,n1=10.1.2.3:8080,n2=[::1]:80", NULL, p,
+                                      NODE_PEERS_MAX, &n, why, sizeof(why)),
+                     0, "%s", why);
+        cr_assert_eq(n, 3);
+        cr_assert_str_eq(p[1].name, "n1");
+        cr_assert_str_eq(p[1].addr, "10.1.2.3:8080");
+        cr_assert_str_eq(p[2].addr, "[::1]:80");
+
+        cr_assert_eq(node_set_peers(p, n), 0);
+        cr_assert_not_null(node_peer_find("n2"));
+        cr_assert_null(node_peer_find("n3"));
+        cr_assert_eq(node_set_peers(NULL, 0), 0);
+        cr_assert_null(node_peer_find("n2"));
+}
+
+Test(node_id, peers_bad_specs)
+{
+        static const char *const bad[] = {
+                "",
+                "n1",
+                "n1=",
+                "=h:1",
+                "n1=h",
+                "n1=h:0",
+                "n1=h:65536",
+                "n1=h:x",
+                "N1=h:1",
+                "n1=h/x:1",
+                "n1=h:1,",
+                ",n1=h:1",
+                "n1=h:1,,n2=h:2",
+                "n1=h:1,n1=h:2",
+                "n[3-1]=h:1",
+                "n[1-x]=h:1",
+                "n[1-]=h:1",
+                "n[0-999]=h:1",
+                "-n[0-1]=h:1",
+                "n1=[::1:80",
+                "0123456789abcdef0123456789abcdef0=h:1",
+        };
+        struct node_peer p[NODE_PEERS_MAX];
+        char why[256];
+        size_t n;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                why[0] = '\0';
+                cr_assert_lt(
+                        node_peers_parse(bad[i], NULL, p, NODE_PEERS_MAX, &n, why, sizeof(why)), 0,
+                        "%s", bad[i]);
+                cr_assert(strstr(why, "--peers"), "%s: %s", bad[i], why);
+        }
+        /* The message names the bad entry. */
+        cr_assert_eq(node_peers_parse("n1=h:1,n2=h:99999", NULL, p, NODE_PEERS_MAX, &n, why,
+                                      sizeof(why)),
+                     -EINVAL);
+        cr_assert(strstr(why, "'n2=h:99999'"), "%s", why);
 }

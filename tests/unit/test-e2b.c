@@ -13,7 +13,7 @@
 
 Test(e2b, ids_round_trip)
 {
-        char id[E2B_SANDBOX_ID_LEN + 1], back[32];
+        char id[E2B_SANDBOX_ID_MAX + 1], back[E2B_SESSION_ID_MAX + 1];
 
         cr_assert_eq(e2b_sandbox_id(SID, id), 0);
         cr_assert_str_eq(id, "0123456789abcdef01234567");
@@ -26,7 +26,7 @@ Test(e2b, ids_round_trip)
 
 Test(e2b, ids_refuse_anything_else)
 {
-        char id[E2B_SANDBOX_ID_LEN + 1], s[32];
+        char id[E2B_SANDBOX_ID_MAX + 1], s[E2B_SESSION_ID_MAX + 1];
 
         cr_assert_eq(e2b_sandbox_id("0123456789abcdef01234567", id), -EINVAL);
         cr_assert_eq(e2b_sandbox_id("s-0123456789ABCDEF01234567", id), -EINVAL);
@@ -36,6 +36,31 @@ Test(e2b, ids_refuse_anything_else)
         cr_assert_eq(e2b_session_id("s-0123456789abcdef01234567", s), -EINVAL);
         cr_assert_eq(e2b_session_id("../../v1/sessions/x/abcdef0", s), -EINVAL);
         cr_assert_eq(e2b_session_id("0123456789abcdeg01234567", s), -EINVAL);
+}
+
+/* With nodes, a sandboxID carries its node; a client's suffix is still dropped. */
+Test(e2b, ids_carry_the_node)
+{
+        static const struct node_peer peers[] = { { "airlock-1", "h:1" }, { "n2", "h:2" } };
+        char id[E2B_SANDBOX_ID_MAX + 1], back[E2B_SESSION_ID_MAX + 1];
+
+        cr_assert_eq(node_set_self("airlock-0"), 0);
+        cr_assert_eq(node_set_peers(peers, 2), 0);
+        cr_assert_eq(e2b_sandbox_id(SID "-airlock-0", id), 0);
+        cr_assert_str_eq(id, "0123456789abcdef01234567-airlock-0");
+        cr_assert_eq(e2b_session_id(id, back), 0);
+        cr_assert_str_eq(back, SID "-airlock-0");
+        cr_assert_eq(e2b_session_id("0123456789abcdef01234567-airlock-1-6532622b", back), 0);
+        cr_assert_str_eq(back, SID "-airlock-1");
+        cr_assert_eq(e2b_session_id("0123456789abcdef01234567-n2", back), 0);
+        cr_assert_str_eq(back, SID "-n2");
+        /* Not a node here: the client's (and an id made before --node keeps working). */
+        cr_assert_eq(e2b_session_id("0123456789abcdef01234567-6532622b", back), 0);
+        cr_assert_str_eq(back, SID);
+        cr_assert_eq(e2b_sandbox_id(SID "-Bad", id), -EINVAL);
+        cr_assert_eq(e2b_sandbox_id(SID "-", id), -EINVAL);
+        cr_assert_eq(node_set_peers(NULL, 0), 0);
+        cr_assert_eq(node_set_self(NULL), 0);
 }
 
 Test(e2b, paths_map_home_to_work)

@@ -255,7 +255,7 @@ Test(session_table, finds_every_session_among_thousands_that_come_and_go)
         cr_assert(mgr && all && in);
         mgr->cfg.default_stop_after_ms = 1000;
         for (unsigned i = 0; i < N; i++) {
-                char id[SESSION_ID_LEN + 1];
+                char id[SESSION_ID_MAX + 1];
 
                 session_make_id(id);
                 all[i] = session_new_object(mgr, id, NULL);
