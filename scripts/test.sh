@@ -43,6 +43,9 @@ run $py -m pytest -q -p no:cacheprovider tests/e2e
 # with Debian's pip into a temporary directory.
 run $py -m pytest -q -p no:cacheprovider tests/clients/python
 run tests/mcp/run.sh
+# A cluster on one machine (scripts/cluster.sh): three nodes in network namespaces behind nginx,
+# the SDKs of tests/mcp through its front door (tests/mcp/cluster.test.mjs).
+run $py -m pytest -q -p no:cacheprovider tests/cluster
 # The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to tests/ui/artefacts/.
 run $py -m pytest -q -p no:cacheprovider tests/ui
 run $py -m pytest -q -p no:cacheprovider tests/hostile

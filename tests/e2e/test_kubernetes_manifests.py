@@ -279,6 +279,7 @@ def test_rendered_routing(tmp_path):
     assert "proxy_next_upstream_tries 2;" in conf
     assert "add_header Retry-After 5 always;" in conf
     assert "proxy_buffering off;" in conf and "proxy_request_buffering off;" in conf
+    assert "proxy_read_timeout 3660s;" in conf and "proxy_read_timeout 30s;" in conf
     assert "limit_conn airlock_per_client 512;" in conf
     assert "client_max_body_size 513m;" in conf
     assert "@" not in re.sub(r"@airlock_down|#.*", "", conf)
