@@ -83,6 +83,8 @@ struct api_request {
         bool openai_errors;
         /* An API_ROUTE_UPLOAD route's multipart body, spooled to disk; NULL otherwise. */
         struct api_upload *upload;
+        /* The peer the request is forwarded to (forward.h), or NULL: handled here. */
+        const struct node_peer *forward;
         bool dispatched; /* handed to a worker, the connection suspended until it replies */
         bool replied;
         struct dispatch_job job;

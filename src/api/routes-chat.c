@@ -8,6 +8,7 @@
 
 #include "base/cleanup.h"
 #include "chat/gateway.h"
+#include "forward.h"
 #include "profile/profile.h"
 #include "session/session.h"
 #include "tools/tools.h"
@@ -126,6 +127,12 @@ int api_handle_chat_completions(struct api_request *req)
                 return api_reply_error(req, MHD_HTTP_BAD_REQUEST, "body",
                                        "the body must be a JSON object (a chat completions "
                                        "request)");
+        }
+        /* Continuing another node's session or suspended turn: that node answers (forward.h). */
+        r = api_forward_for_body(req, body);
+        if (r != 0) {
+                json_decref(body);
+                return r < 0 ? r : 0;
         }
         r = chat_gateway_prepare(req->srv->chat, body, api_header(req, CHAT_GATEWAY_SESSION_HEADER),
                                  api_header(req, CHAT_GATEWAY_PROFILE_HEADER), &plan, &g);

@@ -9,6 +9,7 @@
 #include "api-internal.h"
 
 #include "base/cleanup.h"
+#include "forward.h"
 #include "reply-queue.h"
 #include "responses/responses.h"
 
@@ -251,6 +252,12 @@ int api_handle_resp_create(struct api_request *req)
                                              body ? "" : ": ", body ? "" : jerr.text);
                 json_decref(body);
                 return r < 0 ? r : reply(req, &g);
+        }
+        /* Continuing another node's response or container: that node answers (forward.h). */
+        r = api_forward_for_body(req, body);
+        if (r != 0) {
+                json_decref(body);
+                return r < 0 ? r : 0;
         }
         if (responses_wants_stream(body))
                 return stream(req, body);

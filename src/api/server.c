@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "conn-guard.h"
+#include "forward.h"
 #include "header-check.h"
 #include "listen.h"
 #include "mcp/http.h"
@@ -392,11 +393,21 @@ static int request_check(struct api_request *req, const char *mhd_method)
                 return r < 0 ? r : 0;
         }
 
+        /* Another node's object goes there (forward.h); its body, an upload's too, is kept
+         * as it came. */
+        r = api_forward_decide(req);
+        if (r < 0)
+                return r;
+        if (r == 2)
+                return 0;
+
         req->body_max = req->route->body_max;
         upload = (req->route->flags & API_ROUTE_UPLOAD) && srv->openai &&
                  api_upload_is_multipart(api_header(req, MHD_HTTP_HEADER_CONTENT_TYPE));
         if (upload)
                 req->body_max = openai_upload_max(srv->openai) + UPLOAD_FRAMING_MAX;
+        if (req->forward)
+                upload = false;
         cl = api_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
         errno = 0;
         declared = cl ? strtoull(cl, &end, 10) : 0;
@@ -541,7 +552,7 @@ static void run_handler(struct dispatch_job *job)
                                       .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
                                       .request_id = req->id };
         audit_scope_enter(&req->audit_scope);
-        r = req->route->handler(req);
+        r = req->forward ? api_forward_run(req) : req->route->handler(req);
         audit_scope_leave();
         tenant_scope_set(NULL);
         if (r < 0 && !req->replied) {

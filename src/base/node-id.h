@@ -8,11 +8,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define NODE_NAME_MAX 32                    /* a DNS label, at most 32 characters */
-#define NODE_SUFFIX_MAX (1 + NODE_NAME_MAX) /* "-" NAME, what an id may carry past its fixed part  \
-                                             */
-#define NODE_PEERS_MAX 256                  /* entries of --peers, ranges expanded */
-#define NODE_HOST_MAX 255                   /* HOST:PORT of a peer, "{node}" replaced */
+#define NODE_NAME_MAX 32 /* a DNS label, at most 32 characters */
+#define NODE_SUFFIX_MAX                                                                            \
+        (1 + NODE_NAME_MAX) /* "-" NAME, what an id may carry past its fixed part                  \
+                             */
+#define NODE_PEERS_MAX 256  /* entries of --peers, ranges expanded */
+#define NODE_HOST_MAX 255   /* HOST:PORT of a peer, "{node}" replaced */
 
 /* Whether name is a node name: ^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$ */
 bool node_name_is_valid(const char *name);

@@ -19,8 +19,10 @@ TOKEN = "cluster-test-token-0123456789abcdef"
 HEX24 = "[0-9a-f]{24}"
 
 
-def node_daemon(name, port, peers, extra=(), workdir=None):
+def node_daemon(name, port, peers, extra=(), workdir=None, llm=None):
     args = ["--pool-size", "0", "--node", name, *extra]
+    if llm:
+        args += ["--llm-base-url", llm, "--llm-model", "fake-model"]
     if peers:
         args += ["--peers", peers]
     return Daemon(args=args, token_env=TOKEN, listen_port=port, workdir=workdir)
@@ -77,7 +79,7 @@ def closed_port():
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(fake):
     """n0 and n1, each naming the other, a node that is down ("down": a closed port) and one
     that hangs ("hang"). Stopped at the end whatever happened."""
     hang = Hang()
@@ -87,13 +89,17 @@ def cluster():
              f"hang=127.0.0.1:{hang.port}")
     nodes = {}
     try:
-        nodes["n0"] = start(node_daemon("n0", p0, peers))
-        nodes["n1"] = start(node_daemon("n1", p1, peers))
+        nodes["n0"] = start(node_daemon("n0", p0, peers, llm=fake.base_url))
+        nodes["n1"] = start(node_daemon("n1", p1, peers, llm=fake.base_url))
         yield nodes
     finally:
-        for d in nodes.values():
-            d.stop()
+        problems = []
+        for name, d in nodes.items():
+            _, p = d.stop()
+            problems += [f"{name}: {x}" for x in p]
         hang.close()
+    if problems:
+        pytest.fail("a node did not stop cleanly:\n  " + "\n  ".join(problems), pytrace=False)
 
 
 def auth():
@@ -178,3 +184,208 @@ def test_single_daemon_ids_stay_as_before():
         assert re.fullmatch(rf"cntr_{HEX24}", r.json()["id"]), r.json()
     finally:
         d.stop()
+
+
+# ---- forwarding ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def on_n1(cluster):
+    """A session of n1, deleted at the end."""
+    n1 = cluster["n1"]
+    sid = n1.create_session()
+    assert sid.endswith("-n1")
+    yield sid
+    n1.delete(f"/v1/sessions/{sid}")
+
+
+def test_a_request_for_another_node_is_forwarded(cluster, on_n1):
+    n0 = cluster["n0"]
+    r = n0.post(f"/v1/sessions/{on_n1}/execute", json={"code": "y = 6 * 7\ny"})
+    assert r.status_code == 200, n0.why(r)
+    assert r.json()["result"] == "42"
+    # the variable lives on n1: asked there directly, and through n0 again
+    assert cluster["n1"].post(f"/v1/sessions/{on_n1}/execute",
+                              json={"code": "y"}).json()["result"] == "42"
+    got = n0.get(f"/v1/sessions/{on_n1}")
+    assert got.status_code == 200 and got.json()["node"] == "n1", got.text
+    # a query string goes along
+    r = n0.get(f"/v1/sessions/{on_n1}/files/", params={"recursive": "true"})
+    assert r.status_code in (200, 400), r.text
+
+
+def test_forwarded_stream_arrives_as_it_is_made(cluster, on_n1):
+    n0 = cluster["n0"]
+    code = "import time\nprint('first', flush=True)\ntime.sleep(3)\nprint('last')"
+    t0 = time.monotonic()
+    with n0.http.post(n0.url + f"/v1/sessions/{on_n1}/execute", json={"code": code},
+                      headers={"Accept": "application/x-ndjson"}, stream=True,
+                      timeout=60) as r:
+        assert r.status_code == 200, r.text
+        first = None
+        events = []
+        for line in r.iter_lines(chunk_size=1):
+            if not line:
+                continue
+            ev = __import__("json").loads(line)
+            events.append(ev)
+            if first is None and "first" in str(ev):
+                first = time.monotonic() - t0
+    total = time.monotonic() - t0
+    assert first is not None, events
+    assert first < total - 2, (first, total, events)  # not held back until the end
+    assert "last" in str(events)
+
+
+def test_forwarded_files_upload_and_download(cluster, on_n1):
+    n0 = cluster["n0"]
+    data = bytes(range(256)) * 1000
+    r = n0.put(f"/v1/sessions/{on_n1}/files/data.bin", data=data)
+    assert r.status_code in (200, 201), n0.why(r)
+    r = n0.get(f"/v1/sessions/{on_n1}/files/data.bin")
+    assert r.status_code == 200 and r.content == data
+    # and it is on n1
+    assert cluster["n1"].get(f"/v1/sessions/{on_n1}/files/data.bin").content == data
+
+
+def test_forwarded_openai_container_and_file(cluster):
+    n0, n1 = cluster["n0"], cluster["n1"]
+    cid = n1.post("/v1/containers", json={"name": "c"}).json()["id"]
+    try:
+        r = n0.post(f"/v1/containers/{cid}/files", files={"file": ("a.txt", b"hello")})
+        assert r.status_code in (200, 201), n0.why(r)
+        cf = r.json()["id"]
+        assert cf.endswith("-n1")
+        r = n0.get(f"/v1/containers/{cid}/files/{cf}/content")
+        assert r.status_code == 200 and r.content == b"hello"
+        fid = n1.post("/v1/files", files={"file": ("b.txt", b"hi")},
+                      data={"purpose": "user_data"}).json()["id"]
+        assert n0.get(f"/v1/files/{fid}/content").content == b"hi"
+        assert n0.delete(f"/v1/files/{fid}").status_code == 200
+    finally:
+        n1.delete(f"/v1/containers/{cid}")
+
+
+def test_forwarded_mcp_session(cluster):
+    n0, n1 = cluster["n0"], cluster["n1"]
+    h = {"Accept": "application/json, text/event-stream"}
+    r = n1.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                                         "clientInfo": {"name": "t", "version": "1"}}},
+                headers=h)
+    mid = r.headers["Mcp-Session-Id"]
+    assert mid.endswith("-n1")
+    hh = {**h, "Mcp-Session-Id": mid}
+    n0.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hh)
+    r = n0.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                              "params": {"name": "run_python",
+                                         "arguments": {"code": "print(20 + 22)"}}},
+                headers=hh)
+    assert r.status_code == 200, n0.why(r)
+    assert "42" in r.text, r.text
+    assert n0.delete("/mcp", headers=hh).status_code in (200, 204)
+
+
+def test_forwarded_e2b_envd_call(cluster):
+    n0, n1 = cluster["n0"], cluster["n1"]
+    c = n1.client()
+    r = c.post(n1.url + "/e2b/api/v2/sandboxes", json={"templateID": "base"},
+               headers={"X-API-KEY": TOKEN}, timeout=60)
+    assert r.status_code == 201, r.text
+    sb = r.json()
+    try:
+        assert sb["sandboxID"].endswith("-n1")
+        # the control plane through n0
+        r = c.get(n0.url + "/e2b/api/sandboxes/" + sb["sandboxID"], headers={"X-API-KEY": TOKEN})
+        assert r.status_code == 200 and r.json()["sandboxID"] == sb["sandboxID"], r.text
+        # envd: the file API through n0, routed by E2b-Sandbox-Id
+        h = {"E2b-Sandbox-Id": sb["sandboxID"], "E2b-Sandbox-Port": "49983",
+             "X-Access-Token": sb["envdAccessToken"]}
+        r = c.post(n0.url + "/e2b/sandbox/files", params={"path": "/home/user/x.txt"},
+                   files={"file": ("x.txt", b"via n0")}, headers=h)
+        assert r.status_code == 200, r.text
+        r = c.get(n0.url + "/e2b/sandbox/files", params={"path": "/home/user/x.txt"}, headers=h)
+        assert r.status_code == 200 and r.content == b"via n0", r.text
+    finally:
+        c.delete(n1.url + "/e2b/api/sandboxes/" + sb["sandboxID"], headers={"X-API-KEY": TOKEN})
+
+
+def test_forged_ids_naming_no_node_are_404_without_a_connection(cluster):
+    n0 = cluster["n0"]
+    before = n0.log_size()
+    for path in ("/v1/sessions/s-0123456789abcdef01234567-evil/execute",
+                 "/v1/sessions/s-0123456789abcdef01234567-127-0-0-1"):
+        r = n0.post(path, json={"code": "1"}) if path.endswith("execute") else n0.get(path)
+        assert r.status_code == 404, r.text
+        assert "no node named" in r.json()["error"], r.text
+    r = n0.get("/v1/containers/cntr_0123456789abcdef01234567-evil")
+    assert r.status_code == 404 and "no node named" in r.json()["error"]["message"], r.text
+    r = n0.client().get(n0.url + "/e2b/sandbox/files", params={"path": "/home/user/x"},
+                        headers={"E2b-Sandbox-Id": "0123456789abcdef01234567-down",
+                                 "X-Access-Token": "0" * 48})
+    assert r.status_code == 503, r.text  # "down" is a peer: tried, and said so
+    assert "forwarded to node" not in n0.log_since(before) or "evil" not in n0.log_since(before)
+
+
+def test_a_peer_that_is_down_is_503_naming_it(cluster):
+    n0 = cluster["n0"]
+    t0 = time.monotonic()
+    r = n0.get("/v1/sessions/s-0123456789abcdef01234567-down")
+    assert r.status_code == 503, r.text
+    assert r.headers.get("Retry-After") == "5"
+    assert "node down is unreachable" in r.json()["error"], r.text
+    assert time.monotonic() - t0 < 5
+    # OpenAI's shape on its routes
+    r = n0.get("/v1/containers/cntr_0123456789abcdef01234567-down")
+    assert r.status_code == 503 and "node down is unreachable" in r.json()["error"]["message"]
+
+
+def test_a_peer_that_hangs_is_a_bounded_503_and_others_go_on(cluster, on_n1):
+    n0 = cluster["n0"]
+    out = {}
+
+    def call():
+        t0 = time.monotonic()
+        out["r"] = n0.get("/v1/sessions/s-0123456789abcdef01234567-hang", timeout=60)
+        out["t"] = time.monotonic() - t0
+
+    t = threading.Thread(target=call)
+    t.start()
+    time.sleep(0.5)
+    # meanwhile other work is not held up
+    r = n0.post(f"/v1/sessions/{on_n1}/execute", json={"code": "1 + 1"})
+    assert r.status_code == 200 and r.json()["result"] == "2"
+    t.join(60)
+    assert out["r"].status_code == 503, out["r"].text
+    assert "node hang is unreachable" in out["r"].json()["error"]
+    assert out["t"] < 20, out["t"]
+
+
+def test_forwarded_once_is_never_forwarded_again(cluster, on_n1):
+    n0 = cluster["n0"]
+    r = n0.get(f"/v1/sessions/{on_n1}", headers={"Airlock-Forwarded-By": "n1"})
+    assert r.status_code == 404, r.text
+    assert "not on this node" in r.json()["error"]
+
+
+def test_previous_response_id_of_another_node_is_forwarded(cluster, fake):
+    from fake_llm import answer
+    n0, n1 = cluster["n0"], cluster["n1"]
+    fake.script[:] = [answer("first"), answer("second")]
+    fake.requests.clear()
+    r = n1.post("/v1/responses", json={"model": "fake-model", "input": "hi"})
+    assert r.status_code == 200, n1.why(r)
+    first = r.json()["id"]
+    assert re.fullmatch(rf"resp_{HEX24}-n1", first), first
+    r = n0.post("/v1/responses", json={"model": "fake-model", "input": "again",
+                                       "previous_response_id": first})
+    assert r.status_code == 200, n0.why(r)
+    assert r.json()["previous_response_id"] == first
+    assert r.json()["id"].endswith("-n1")  # n1 made it: the conversation lives there
+    # n1 sent the whole history to the model
+    assert "hi" in __import__("json").dumps(fake.requests[-1])
+    # a forged one names no node
+    r = n0.post("/v1/responses", json={"model": "fake-model", "input": "x",
+                                       "previous_response_id": f"resp_{'0' * 24}-evil"})
+    assert r.status_code == 404 and "no node named" in r.json()["error"]["message"], r.text
+    fake.check()
+
