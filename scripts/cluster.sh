@@ -125,7 +125,7 @@ start_node() {
                 args+=(--peers "$peers")
         fi
         if "$airlock_bin" serve --help 2>&1 | grep -q -- "--trusted-proxies"; then
-                args+=(--trusted-proxies "10.251.$subnet.1/32")
+                args+=(--trusted-proxies "10.251.$subnet.0/24")
         fi
         args+=("${serve_extra[@]}")
         echo "$airlock_bin ${args[*]}" >"$ndir/command"

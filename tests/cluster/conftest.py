@@ -52,6 +52,7 @@ class Cluster:
         # What the daemon side of issue 26 delivers step by step, read from the binary itself.
         binary = Path(env["airlock_bin"].strip("'")).read_bytes()
         self.has_forwarding = b"Airlock-Forwarded-By" in binary
+        self.has_aggregation = b"Airlock-Peer-Query" in binary
         self.has_drain = b"sessions stopped (saved)" in binary
 
     def node_url(self, i):

@@ -36,6 +36,12 @@ def needs_forwarding(c):
         pytest.skip("the airlock binary does not forward to peers or aggregate lists yet (issue 26's daemon side)")
 
 
+def needs_aggregation(c):
+    needs_nodes(c)
+    if not c.has_aggregation:
+        pytest.skip("the airlock binary does not aggregate lists over its peers yet (issue 26's daemon side)")
+
+
 def needs_drain(c):
     needs_nodes(c)
     if not c.has_drain:
@@ -157,7 +163,7 @@ def test_dashboard_and_lists_through_the_front_door(cluster):
 
 
 def test_lists_name_every_nodes_sessions(cluster):
-    needs_forwarding(cluster)
+    needs_aggregation(cluster)
     made = [create(cluster) for _ in range(3)]
     listed = requests.get(f"{cluster.url}/v1/sessions", headers=auth(cluster), timeout=30).json()
     ids = {s["id"] for s in listed["sessions"]} if isinstance(listed, dict) else {s["id"] for s in listed}
@@ -175,7 +181,7 @@ def test_sdks_through_the_front_door(cluster):
         pytest.skip("the npm packages are not installed: run tests/mcp/install.sh")
     env = dict(os.environ, AIRLOCK_DAEMON_URL=cluster.url, AIRLOCK_TOKEN=cluster.token,
                AIRLOCK_CLUSTER_NODES="1" if cluster.has_nodes else "0",
-               AIRLOCK_CLUSTER_FORWARDING="1" if cluster.has_forwarding else "0")
+               AIRLOCK_CLUSTER_LISTS="1" if cluster.has_aggregation else "0")
     p = subprocess.run(["node", "--test", "cluster.test.mjs"], cwd=mcp_dir, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
@@ -255,7 +261,7 @@ def test_killed_node_answers_503_naming_it_and_comes_back(cluster):
 
 
 def test_list_names_a_dead_node_unreachable(cluster):
-    needs_forwarding(cluster)
+    needs_aggregation(cluster)
     cluster.cmd("kill-node", 2)
     try:
         listed = requests.get(f"{cluster.url}/v1/sessions", headers=auth(cluster), timeout=60)

@@ -14,7 +14,7 @@ const url = process.env.AIRLOCK_DAEMON_URL;
 const token = process.env.AIRLOCK_TOKEN;
 const withNodes = process.env.AIRLOCK_CLUSTER_NODES === '1';
 // Lists over every node need the daemons' aggregation over peers (issue 26's daemon side).
-const lists = process.env.AIRLOCK_CLUSTER_FORWARDING === '1'
+const lists = process.env.AIRLOCK_CLUSTER_LISTS === '1'
   ? {} : { skip: 'the daemons do not aggregate lists over their peers yet' };
 const NODE = withNodes ? '-n[0-9]+' : '';
 
