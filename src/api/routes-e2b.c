@@ -7,6 +7,7 @@
  * E2B-Traffic-Access-Token, which the code interpreter's context calls send instead). Replies
  * are made whole, then sent: an execution's events arrive when it ends. */
 #include "api-internal.h"
+#include "cluster-list.h"
 
 #include "json-body.h"
 
@@ -422,7 +423,7 @@ int api_handle_e2b_list(struct api_request *req)
                 json_decref(obj);
         }
         json_decref(all);
-        return api_reply_json(req, MHD_HTTP_OK, out);
+        return api_reply_cluster_list(req, out, CLUSTER_LIST_E2B);
 }
 
 int api_handle_e2b_kill(struct api_request *req)

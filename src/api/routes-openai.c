@@ -2,6 +2,7 @@
  * check that the daemon has the openai layer, their list parameters, and handlers that are a
  * call to openai.h by id and an answer in OpenAI's shapes. */
 #include "api-internal.h"
+#include "cluster-list.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -103,6 +104,8 @@ int api_openai_list(struct api_request *req, enum api_openai_list what)
                 r = openai_file_list(req->srv->openai, &a.q, &list, &e);
                 break;
         }
+        if (r >= 0 && what != API_OPENAI_LIST_CONTAINER_FILES)
+                return api_reply_cluster_list(req, list, CLUSTER_LIST_OPENAI);
         return api_reply_openai_result(req, r, list, &e);
 }
 

@@ -3,6 +3,7 @@
  * purpose: validation is json-body.c's, lifecycle is the session module's; this file maps one
  * onto the other and each errno onto the status DESIGN.md section 4 and docs/API.md promise. */
 #include "api-internal.h"
+#include "cluster-list.h"
 
 #include "base/cleanup.h"
 #include "json-body.h"
@@ -160,7 +161,8 @@ int api_handle_session_list(struct api_request *req)
                 return -ENOMEM;
         if (usage)
                 add_usage_now(req->srv->mgr, list);
-        return api_reply_json(req, MHD_HTTP_OK, json_pack("{s:o}", "sessions", list));
+        return api_reply_cluster_list(req, json_pack("{s:o}", "sessions", list),
+                                      CLUSTER_LIST_SESSIONS);
 }
 
 int api_handle_session_patch(struct api_request *req)

@@ -389,3 +389,47 @@ def test_previous_response_id_of_another_node_is_forwarded(cluster, fake):
     assert r.status_code == 404 and "no node named" in r.json()["error"]["message"], r.text
     fake.check()
 
+
+# ---- lists of the whole cluster -------------------------------------------------------------
+
+def test_lists_ask_every_node_and_name_those_that_do_not_answer(cluster, on_n1):
+    n0, n1 = cluster["n0"], cluster["n1"]
+    mine = n0.create_session()
+    cid = n1.post("/v1/containers", json={"name": "listed"}).json()["id"]
+    try:
+        t0 = time.monotonic()
+        r = n0.get("/v1/sessions")
+        took = time.monotonic() - t0
+        assert r.status_code == 200, n0.why(r)
+        body = r.json()
+        by_id = {s["id"]: s["node"] for s in body["sessions"]}
+        assert by_id.get(mine) == "n0" and by_id.get(on_n1) == "n1", body
+        assert sorted(body["nodes"]) == ["n0", "n1"], body
+        down = {u["node"]: u["error"] for u in body["unreachable"]}
+        assert set(down) == {"down", "hang"}, body
+        assert all(down.values()), body
+        assert took < 6, took  # the peers are asked at once, 2 s each at most
+
+        # a peer's own list only, when a node asks it
+        own = n0.get("/v1/sessions", headers={"Airlock-Peer-Query": "local"}).json()
+        assert on_n1 not in {s["id"] for s in own["sessions"]}
+        assert "unreachable" not in own
+
+        r = n0.get("/v1/containers")
+        assert r.status_code == 200 and r.json()["object"] == "list", r.text
+        assert cid in {c["id"] for c in r.json()["data"]}, r.json()
+        assert {u["node"] for u in r.json()["unreachable"]} == {"down", "hang"}
+
+        c = n0.client()
+        r = c.get(n0.url + "/e2b/api/v2/sandboxes", headers={"X-API-KEY": TOKEN})
+        assert r.status_code == 200 and isinstance(r.json(), list), r.text
+        assert set(r.headers["Airlock-Unreachable-Nodes"].split(",")) == {"down", "hang"}
+        assert on_n1[2:] in {s["sandboxID"] for s in r.json()}, r.json()
+
+        # a wrong token is refused where it arrives; each peer applies its own auth
+        r = requests.get(n0.url + "/v1/sessions", headers={"Authorization": "Bearer nope"})
+        assert r.status_code == 401
+    finally:
+        n0.delete(f"/v1/sessions/{mine}")
+        n1.delete(f"/v1/containers/{cid}")
+
