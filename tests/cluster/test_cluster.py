@@ -221,6 +221,20 @@ def test_forged_headers_naming_no_node_are_not_routed(cluster):
     assert re.search(r"upstream=10\.251\.\d+\.[234]:8080", last), last
 
 
+def test_a_node_forwards_a_request_for_another_nodes_session(cluster):
+    """A misrouted request (straight to a node, not through the front door) still reaches the
+    session's node: the nodes forward over --peers."""
+    needs_forwarding(cluster)
+    by_node = sessions_on(cluster)
+    target = by_node["n1"]
+    assert execute(cluster, target["id"], "q = 'on n1'").status_code == 200
+    r = requests.post(f"{cluster.node_url(0)}/v1/sessions/{target['id']}/execute", headers=auth(cluster),
+                      json={"code": "q"}, timeout=60)
+    assert r.status_code == 200 and r.json()["result"] == "'on n1'", r.text
+    r = requests.get(f"{cluster.node_url(2)}/v1/sessions/s-{HEX24}-n9", headers=auth(cluster), timeout=30)
+    assert r.status_code == 404, r.text
+
+
 # --- failure and recovery (each test leaves every node running) --------------------------------
 
 
