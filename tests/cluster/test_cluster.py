@@ -252,6 +252,15 @@ def sessions_on(c, count=6):
     return by_node
 
 
+def create_on(c, node, tries=12):
+    """A new session on the given node (creates are balanced: try until one lands there)."""
+    for _ in range(tries):
+        s = create(c)
+        if s["node"] == node:
+            return s["id"]
+    raise AssertionError(f"{tries} creates never reached {node}")
+
+
 def test_killed_node_answers_503_naming_it_and_comes_back(cluster):
     needs_nodes(cluster)
     by_node = sessions_on(cluster)
@@ -259,8 +268,23 @@ def test_killed_node_answers_503_naming_it_and_comes_back(cluster):
     assert execute(cluster, victim["id"], "v = 'kept'; open('mark.txt','w').write('file kept')").status_code == 200
     assert execute(cluster, other["id"], "w = 1").status_code == 200
     time.sleep(3)  # --checkpoint-after 1s: the variables reach the disk
+    # Mid-work: a streaming cell runs on the node when it dies; its client sees the stream end
+    # (cut short), not a hang.
+    other_on_victim = create_on(cluster, "n1")
+    running = requests.post(f"{cluster.url}/v1/sessions/{other_on_victim}/execute", stream=True,
+                            json={"code": "import time\nwhile True:\n    print('tick', flush=True); time.sleep(0.2)"},
+                            headers=auth(cluster, Accept="application/x-ndjson"), timeout=30)
+    lines = running.iter_lines()
+    assert json.loads(next(lines))["type"] == "stdout"
     cluster.cmd("kill-node", 1)
     try:
+        start = time.monotonic()
+        with pytest.raises(requests.exceptions.RequestException):
+            for line in lines:
+                if line and json.loads(line)["type"] == "end":
+                    raise AssertionError(f"the stream ended normally: {line}")
+        assert time.monotonic() - start < 20
+        running.close()
         r = execute(cluster, victim["id"], "v")
         assert r.status_code == 503, r.text
         assert r.headers.get("Retry-After") == "5"
