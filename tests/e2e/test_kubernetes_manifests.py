@@ -33,13 +33,13 @@ def kubectls():
     return found
 
 
-KUBECTLS = kubectls()
-pytestmark = pytest.mark.skipif(
-    not KUBECTLS, reason="kubectl is not installed (apt-get install kubernetes-client): "
-    "the manifests cannot be rendered")
+KUBECTLS = kubectls() or [None]
 
 
 def render(kubectl, path):
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (apt-get install kubernetes-client): the manifests "
+                    "cannot be rendered")
     p = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"{kubectl} kustomize {path} failed:\n{p.stderr}"
     return [d for d in yaml.safe_load_all(p.stdout) if d]
@@ -322,3 +322,75 @@ def test_overlay(overlay):
     assert settings["max-sessions"] == "128"
     ref = env(c, "AIRLOCK_PUBLIC_HOST")["valueFrom"]["configMapKeyRef"]["name"]
     assert ref == configmap(overlay, "airlock-settings")["metadata"]["name"]
+
+
+def test_frontdoor_run_as_in_its_pod(tmp_path):
+    """frontdoor/run as the Deployment runs it (www-data, its own run directory): nginx starts
+    with every pod name unresolved, requests for their sessions answer 503 naming the node,
+    the rest 503 without a node, and SIGTERM stops nginx and the loop."""
+    import signal
+    import socket
+    import tempfile
+    import time
+    import urllib.error
+    import urllib.request
+
+    if os.geteuid() != 0 or not shutil.which("nginx") or not shutil.which("setpriv"):
+        pytest.skip("needs root, nginx (apt-get install nginx-light) and setpriv (util-linux)")
+    base = Path(tempfile.mkdtemp(prefix="airlock-frontdoor-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        conf = base / "etc"
+        conf.mkdir()
+        for f in ("nginx.conf.in", "render", "run"):
+            shutil.copy(FRONTDOOR / f, conf / f)
+            (conf / f).chmod(0o555)
+        run_dir = base / "run"
+        run_dir.mkdir()
+        os.chown(run_dir, 33, 33)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, AIRLOCK_PEERS_SERVICE="airlock-peers.invalid", AIRLOCK_MAX_NODES="2",
+                   FRONTDOOR_LISTEN=f"127.0.0.1:{port}", FRONTDOOR_RUNDIR=str(run_dir),
+                   FRONTDOOR_INTERVAL="1", TMPDIR=str(run_dir))
+        p = subprocess.Popen(["setpriv", "--reuid=33", "--regid=33", "--clear-groups", str(conf / "run")],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            for _ in range(100):
+                try:
+                    if urllib.request.urlopen(url + "/frontdoor/healthz", timeout=2).status == 200:
+                        break
+                except OSError:
+                    time.sleep(0.1)
+            else:
+                why = p.stderr.read() if p.poll() is not None else "(still running)"
+                raise AssertionError(f"the front door did not answer on {url}: {why}")
+
+            def get(path):
+                try:
+                    urllib.request.urlopen(url + path, timeout=5)
+                except urllib.error.HTTPError as e:
+                    return e.code, dict(e.headers), json.loads(e.read())
+                raise AssertionError(f"{path} answered 2xx")
+
+            code, headers, body = get(f"/v1/sessions/s-{'ab' * 12}-airlock-1")
+            assert code == 503 and headers["Retry-After"] == "5" and body["node"] == "airlock-1"
+            code, headers, body = get(f"/v1/sessions/s-{'ab' * 12}-airlock-7")
+            assert code == 503 and "node" not in body and "Airlock-Node" not in headers
+            code, _, body = get("/v1/sessions")
+            assert code == 503 and "no airlock node answered" in body["error"]
+            assert (run_dir / "nodes").read_text() == "airlock-0 -\nairlock-1 -\n"
+        finally:
+            p.send_signal(signal.SIGTERM)
+            try:
+                out, err = p.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+                raise AssertionError("frontdoor/run did not stop on SIGTERM")
+        assert p.returncode == 0, err
+        assert "frontdoor: nodes:" in out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
