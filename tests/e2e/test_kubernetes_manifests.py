@@ -394,3 +394,17 @@ def test_frontdoor_run_as_in_its_pod(tmp_path):
         assert "frontdoor: nodes:" in out
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_frontdoor_containerfile():
+    """The image is not built here (no network, no container runtime): its recipe is checked
+    against the Deployment and the repository instead."""
+    text = (ROOT / "packaging" / "Containerfile.frontdoor").read_text()
+    lines = [l for l in re.sub(r"\\\n", " ", text).splitlines() if l and not l.startswith("#")]
+    assert lines[0] == "FROM docker.io/library/debian:12-slim"
+    assert any("apt-get install" in l and "nginx-light" in l for l in lines)
+    copy = next(l for l in lines if l.startswith("COPY "))
+    src, dst = copy.split()[1:3]
+    assert (ROOT / src).resolve() == FRONTDOOR.resolve() and dst == "/etc/airlock-frontdoor/"
+    assert "USER www-data" in lines
+    assert 'ENTRYPOINT ["/etc/airlock-frontdoor/run"]' in lines
