@@ -132,7 +132,7 @@ start_node() {
         # nsenter joins the network namespace only (ip netns exec would also remount /sys and
         # hide /sys/fs/cgroup, which the daemon needs); setsid keeps the daemon out of this
         # script's process group. Neither forks, so $! is the daemon's pid.
-        AIRLOCK_RUNNER=${AIRLOCK_RUNNER:-} nsenter --net="/run/netns/$ns" -- \
+        nsenter --net="/run/netns/$ns" -- \
                 setsid "$airlock_bin" "${args[@]}" </dev/null >>"$log" 2>&1 &
         record_pid "$ndir/pid" $!
 }
@@ -269,6 +269,7 @@ cmd_up() {
         ip addr add "10.251.$subnet.1/24" dev "$bridge"
         ip link set "$bridge" up
         flock -u 9
+        exec 9>&- # the daemons and nginx must not inherit the lock
         local i ns
         for ((i = 0; i < nodes; i++)); do
                 ns=$(node_ns "$i")
@@ -321,6 +322,20 @@ cmd_down_loaded() {
                                 wait_gone "$f" 10 || true
                         }
                 fi
+        done
+        # A node killed and never started again leaves its cgroups (named by the cgroup-id of
+        # its state directory, so never another daemon's); rmdir removes only empty ones.
+        local id
+        for ((i = 0; i < ${nodes:-0}; i++)); do
+                f=$dir/nodes/$i/state/cgroup-id
+                [ -f "$f" ] || continue
+                id=$(cat "$f")
+                [[ $id =~ ^[0-9a-f]{32}$ ]] || continue
+                live_pid "$dir/nodes/$i/pid" >/dev/null && continue
+                find /sys/fs/cgroup -depth -type d -name "airlock-d-$id" -prune -print 2>/dev/null |
+                        while read -r cg; do
+                                find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+                        done
         done
         for ((i = 0; i < ${nodes:-0}; i++)); do
                 ip netns del "$(node_ns "$i")" 2>/dev/null || true
