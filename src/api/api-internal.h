@@ -9,6 +9,7 @@
 #include "openai/openai.h"
 #include "router.h"
 
+#include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -42,6 +43,8 @@ struct api_server {
         const struct api_route *routes; /* the route table this server serves */
         size_t n_routes;
         struct host_allow allow;
+        const struct cidr *trusted; /* --trusted-proxies (borrowed) */
+        size_t n_trusted;
         bool check_host; /* false on a unix socket, which no browser can reach */
         int listen_fd;
         char *unix_path; /* the socket we created, removed at the end */
@@ -83,6 +86,8 @@ struct api_request {
         bool openai_errors;
         /* An API_ROUTE_UPLOAD route's multipart body, spooled to disk; NULL otherwise. */
         struct api_upload *upload;
+        /* The client behind a trusted proxy (its X-Forwarded-For's last entry), "" = none. */
+        char client[INET6_ADDRSTRLEN + 8];
         /* The peer the request is forwarded to (forward.h), or NULL: handled here. */
         const struct node_peer *forward;
         bool dispatched; /* handed to a worker, the connection suspended until it replies */
@@ -174,6 +179,9 @@ const char *api_header(struct api_request *req, const char *name);
 
 /* Handlers, one file per route group. */
 int api_handle_healthz(struct api_request *req);             /* routes-health.c */
+int api_handle_readyz(struct api_request *req);              /* routes-node.c */
+int api_handle_node(struct api_request *req);                /* routes-node.c */
+int api_handle_node_drain(struct api_request *req);          /* routes-node.c */
 int api_handle_metrics(struct api_request *req);             /* routes-metrics.c */
 int api_handle_profiles(struct api_request *req);            /* routes-health.c */
 int api_handle_executions(struct api_request *req);          /* routes-executions.c */

@@ -59,6 +59,10 @@ struct api_config {
                                               */
         uint64_t request_timeout_ms;         /* headers, and a body's base deadline (10 s) */
         uint64_t keepalive_timeout_ms;       /* a connection idle between requests (5 min) */
+        /* --trusted-proxies (borrowed): exempt from the cap per client, and their
+         * X-Forwarded-For's last entry is the client in the log and the audit log. */
+        const struct cidr *trusted_proxies;
+        size_t n_trusted_proxies;
 };
 
 #define API_DEFAULT_MAX_CONNECTIONS 4096u

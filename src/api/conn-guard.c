@@ -9,6 +9,7 @@
  * descriptor, so the number an entry holds is always still that connection's. */
 #include "conn-guard.h"
 
+#include "base/cidr.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -53,8 +54,10 @@ struct conn_guard {
         bool reaper_started, ending;
         struct entry *head, *tail; /* oldest phase change first */
         unsigned n_open;
-        unsigned high_water;     /* above this, a new connection makes room */
-        unsigned max_per_client; /* 0 = no cap */
+        unsigned high_water;        /* above this, a new connection makes room */
+        unsigned max_per_client;    /* 0 = no cap */
+        const struct cidr *trusted; /* --trusted-proxies: exempt from the cap (borrowed) */
+        size_t n_trusted;
         uint64_t request_timeout_ns;
         /* What happened since the reaper last logged: one line per round, not per connection,
          * however many a flood brings. */
@@ -188,6 +191,9 @@ static void cap_per_client_locked(struct conn_guard *g, struct entry *newcomer)
         unsigned n = 0;
 
         if (!g->max_per_client || !newcomer->has_ip)
+                return;
+        /* A front door is one address for all its clients, and limits each itself. */
+        if (g->n_trusted && cidr_list_match(g->trusted, g->n_trusted, newcomer->ip))
                 return;
         for (struct entry *e = g->head; e; e = e->next)
                 if (e != newcomer && !e->closing && same_client(e, newcomer))
@@ -357,6 +363,8 @@ int conn_guard_new(const struct conn_guard_config *cfg, struct conn_guard **ret)
         pthread_condattr_destroy(&attr);
         g->request_timeout_ns = cfg->request_timeout_ms * 1000000ull;
         g->max_per_client = cfg->max_per_client;
+        g->trusted = cfg->trusted;
+        g->n_trusted = cfg->n_trusted;
         /* Room is made before the hard limit is reached: at the limit libmicrohttpd stops
          * accepting, and a newcomer would wait in the backlog instead. */
         reserve = cfg->max_connections / 8;

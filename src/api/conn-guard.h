@@ -30,11 +30,14 @@
 #include <microhttpd.h>
 #include <stdint.h>
 
+struct cidr;
 struct conn_guard;
 
 struct conn_guard_config {
-        unsigned max_connections;    /* libmicrohttpd's hard limit */
-        unsigned max_per_client;     /* per client IP address; 0 = no cap */
+        unsigned max_connections;   /* libmicrohttpd's hard limit */
+        unsigned max_per_client;    /* per client IP address; 0 = no cap */
+        const struct cidr *trusted; /* addresses exempt from that cap (borrowed), or NULL */
+        size_t n_trusted;
         uint64_t request_timeout_ms; /* headers, and the base of the body's deadline */
 };
 

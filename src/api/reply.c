@@ -241,7 +241,9 @@ int api_reply_errno(struct api_request *req, int r, const char *field, const cha
         case EMFILE:
         case EAGAIN:
         case ESHUTDOWN:
-                return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s", text);
+                /* At the session limit, or draining: a front door tries the next node. */
+                return api_reply_error_header(req, MHD_HTTP_SERVICE_UNAVAILABLE, "Retry-After", "5",
+                                              "%s", text);
         default:
                 return api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "%s", text);
         }

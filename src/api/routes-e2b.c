@@ -46,8 +46,10 @@ static int e2b_reply(struct api_request *req, unsigned status, const char *fmt, 
         clean = utf8_sanitize(msg, strlen(msg));
         if (!clean)
                 return -ENOMEM;
-        return api_reply_json(req, status,
-                              json_pack("{s:i, s:s}", "code", (int) status, "message", clean));
+        /* A 503 (the session limit, a draining node) may be tried again, or elsewhere. */
+        return api_reply_json_header(
+                req, status, json_pack("{s:i, s:s}", "code", (int) status, "message", clean),
+                status == MHD_HTTP_SERVICE_UNAVAILABLE ? "Retry-After" : NULL, "5");
 }
 
 /* The X-API-KEY of a control-plane call. Returns 1 when it is the airlock token, 0 when a 401
@@ -103,6 +105,7 @@ static unsigned session_error_status(int r)
         case EUSERS:
         case EAGAIN:
         case EMFILE:
+        case ESHUTDOWN:
                 return MHD_HTTP_SERVICE_UNAVAILABLE;
         default:
                 return MHD_HTTP_INTERNAL_SERVER_ERROR;

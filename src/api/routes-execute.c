@@ -189,6 +189,9 @@ static int reply_exec_failure(struct api_request *req, int r, const struct airlo
         if (r == -EBUSY)
                 return api_reply_error_extra(req, f.status, NULL,
                                              json_pack("{s:s}", "id", session_id), "%s", f.msg);
+        /* The session limit or a draining node: a front door tries the next one. */
+        if (f.status == MHD_HTTP_SERVICE_UNAVAILABLE)
+                return api_reply_error_header(req, f.status, "Retry-After", "5", "%s", f.msg);
         return api_reply_error(req, f.status, f.field, "%s", f.msg);
 }
 

@@ -7,6 +7,7 @@
 #include "api-internal.h"
 
 #include "audit/audit.h"
+#include "base/cidr.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -49,6 +50,10 @@
 
 static const struct api_route routes[] = {
         { "GET", "/healthz", api_handle_healthz, false, API_JSON_BODY_MAX },
+        /* Readiness: up and under its session limit, not draining (routes-node.c). */
+        { "GET", "/readyz", api_handle_readyz, false, API_JSON_BODY_MAX },
+        { "GET", "/v1/node", api_handle_node, true, API_JSON_BODY_MAX },
+        { "POST", "/v1/node/drain", api_handle_node_drain, true, API_JSON_BODY_MAX },
         /* Its own token (the metrics token or the API token), checked by the handler. */
         { "GET", "/metrics", api_handle_metrics, false, API_JSON_BODY_MAX },
         { "GET", "/v1/profiles", api_handle_profiles, true, API_JSON_BODY_MAX },
@@ -242,9 +247,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (log_get_level() <= LOG_INFO) {
                 log_path(req->raw_path ? req->raw_path : "", path, sizeof(path));
                 log_path(req->method, method, sizeof(method));
-                fprintf(stderr, "level=info req=%s method=%s path=\"%s\" status=%u ms=%.1f%s\n",
+                fprintf(stderr, "level=info req=%s method=%s path=\"%s\" status=%u ms=%.1f%s%s%s\n",
                         req->id, method, path, req->status,
-                        (double) (now_ns() - req->start_ns) / 1e6,
+                        (double) (now_ns() - req->start_ns) / 1e6, req->client[0] ? " client=" : "",
+                        req->client,
                         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK   ? ""
                         : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " end=client-closed"
                                                                      : " end=aborted");
@@ -256,6 +262,50 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* An auth failure's audit line: who (the peer address), where (method and path, escaped as in
  * the log line) and why: "missing", "malformed" or "invalid". Never the token presented, which
  * may be a real key sent to the wrong daemon. The tenant is unknown: null. */
+/* The socket's peer as 16 bytes (IPv4 mapped). Returns false for a unix socket. */
+static bool peer_ip(struct MHD_Connection *conn, uint8_t ip[16])
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+        memset(ip, 0, 16);
+        if (sa && sa->sa_family == AF_INET) {
+                ip[10] = ip[11] = 0xff;
+                memcpy(ip + 12, &((const struct sockaddr_in *) sa)->sin_addr, 4);
+                return true;
+        }
+        if (sa && sa->sa_family == AF_INET6) {
+                memcpy(ip, &((const struct sockaddr_in6 *) sa)->sin6_addr, 16);
+                return true;
+        }
+        return false;
+}
+
+/* Behind a trusted proxy, the client is the last entry of X-Forwarded-For (the one the proxy
+ * added itself; earlier ones are whatever the client claimed). Only an address is taken. */
+static void trusted_client(struct api_request *req)
+{
+        const char *xff, *last;
+        uint8_t ip[16];
+        size_t n;
+
+        if (!req->srv->n_trusted || !peer_ip(req->conn, ip) ||
+            !cidr_list_match(req->srv->trusted, req->srv->n_trusted, ip))
+                return;
+        xff = api_header(req, "X-Forwarded-For");
+        if (!xff)
+                return;
+        last = strrchr(xff, ',');
+        last = last ? last + 1 : xff;
+        last += strspn(last, " \t");
+        n = strspn(last, "0123456789abcdefABCDEF.:");
+        if (n == 0 || n >= sizeof(req->client) || last[n + strspn(last + n, " \t")] != '\0')
+                return;
+        memcpy(req->client, last, n);
+        req->client[n] = '\0';
+}
+
 void api_audit_auth_failure(struct api_request *req, const char *reason)
 {
         const union MHD_ConnectionInfo *ci;
@@ -264,7 +314,9 @@ void api_audit_auth_failure(struct api_request *req, const char *reason)
         if (!req->srv->audit)
                 return;
         ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+        if (req->client[0])
+                (void) snprintf(addr, sizeof(addr), "%s", req->client);
+        else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
                 (void) inet_ntop(AF_INET, &((const struct sockaddr_in *) ci->client_addr)->sin_addr,
                                  addr, sizeof(addr));
         else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6)
@@ -308,6 +360,7 @@ static int request_check(struct api_request *req, const char *mhd_method)
                                     "the daemon is shutting down");
                 return r < 0 ? r : 0;
         }
+        trusted_client(req);
 
         /* A NUL hides what follows it from every check below (a token compared up to the NUL
          * would pass with junk after it); control bytes have no place in a header either. */
@@ -898,6 +951,8 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
         srv->e2b = cfg->e2b;
         srv->tenants = cfg->tenants;
         srv->mode = cfg->mode;
+        srv->trusted = cfg->trusted_proxies;
+        srv->n_trusted = cfg->n_trusted_proxies;
         srv->metrics_only = cfg->metrics_only;
         srv->metrics_top_sessions = cfg->metrics_top_sessions;
         srv->routes = cfg->metrics_only ? metrics_routes : routes;
@@ -946,6 +1001,8 @@ int api_server_new(const struct api_config *cfg, struct api_server **ret_srv,
                 r = conn_guard_new(
                         &(struct conn_guard_config){
                                 .max_connections = max_conns,
+                                .trusted = cfg->trusted_proxies,
+                                .n_trusted = cfg->n_trusted_proxies,
                                 .max_per_client = cfg->max_connections_per_client == UINT_MAX ? 0u
                                                   : cfg->max_connections_per_client
                                                           ? cfg->max_connections_per_client

@@ -271,6 +271,26 @@ static int parse_entry(const char *e, size_t len, const char *self, struct node_
         return 0;
 }
 
+int node_peers_self_addr(const char *spec, const char *self, char ret_addr[NODE_HOST_MAX + 1])
+{
+        struct node_peer *all = calloc(NODE_PEERS_MAX, sizeof(*all));
+        char why[256];
+        size_t n = 0;
+        int r = -ENOENT;
+
+        if (!all)
+                return -ENOMEM;
+        if (node_peers_parse(spec, NULL, all, NODE_PEERS_MAX, &n, why, sizeof(why)) < 0)
+                n = 0;
+        for (size_t i = 0; i < n && r < 0; i++)
+                if (strcmp(all[i].name, self) == 0) {
+                        memcpy(ret_addr, all[i].addr, strlen(all[i].addr) + 1);
+                        r = 0;
+                }
+        free(all);
+        return r;
+}
+
 int node_peers_parse(const char *spec, const char *self, struct node_peer *peers, size_t max,
                      size_t *ret_n, char *why, size_t why_size)
 {

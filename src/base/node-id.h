@@ -53,6 +53,10 @@ struct node_peer {
 int node_peers_parse(const char *spec, const char *self, struct node_peer *peers, size_t max,
                      size_t *ret_n, char *why, size_t why_size);
 
+/* HOST:PORT of the entry of a valid spec that names self: the address its peers use for it
+ * (its Host check must accept it). Returns 0, or -ENOENT when no entry names self. */
+int node_peers_self_addr(const char *spec, const char *self, char ret_addr[NODE_HOST_MAX + 1]);
+
 /* Sets this process's peers (copied; at most NODE_PEERS_MAX). Call once at start, before
  * threads. Returns 0 or -E2BIG. */
 int node_set_peers(const struct node_peer *peers, size_t n);

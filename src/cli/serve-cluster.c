@@ -43,6 +43,13 @@ static int choose_node(const char *flag, const char **ret_name, const char **ret
         return 0;
 }
 
+static char self_addr[NODE_HOST_MAX + 1];
+
+const char *serve_cluster_self_addr(void)
+{
+        return self_addr[0] ? self_addr : NULL;
+}
+
 int serve_cluster_setup(const char *node_flag, const char *peers_flag)
 {
         static struct node_peer peers[NODE_PEERS_MAX];
@@ -76,6 +83,8 @@ int serve_cluster_setup(const char *node_flag, const char *peers_flag)
         }
         if (node_set_self(name) < 0 || node_set_peers(peers, n) < 0)
                 return -EINVAL;
+        if (spec && node_peers_self_addr(spec, name, self_addr) < 0)
+                self_addr[0] = '\0';
         if (name)
                 log_info("msg=\"node '%s' (from %s); %zu peer%s\"", name, why, n,
                          n == 1 ? "" : "s");

@@ -8,3 +8,8 @@
  * and why. Names of peers are not resolved here. Returns 0 or -EINVAL after saying on stderr
  * what is wrong and what to do. */
 int serve_cluster_setup(const char *node_flag, const char *peers_flag);
+
+/* The HOST:PORT the peers use for this node (the entry of --peers that names it), or NULL:
+ * requests forwarded to it carry that Host, which it must accept. Valid for the process's
+ * life. */
+const char *serve_cluster_self_addr(void);

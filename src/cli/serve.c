@@ -8,8 +8,10 @@
 #include "api/auth.h"
 #include "api/listen.h"
 #include "audit/audit.h"
+#include "base/cidr.h"
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/node-id.h"
 #include "base/notify.h"
 #include "base/util.h"
 #include "chat/chat.h"
@@ -130,6 +132,9 @@ static const char serve_help[] =
         "                          a range [A-B] and HOST may hold {node}, e.g.\n"
         "                          'airlock-[0-15]={node}.airlock-peers:8080'; requests\n"
         "                          for their ids are forwarded to them; also AIRLOCK_PEERS\n"
+        "      --trusted-proxies CIDR[,CIDR...]  a front door's addresses: exempt from\n"
+        "                          --max-connections-per-client, and the last entry of\n"
+        "                          their X-Forwarded-For is the client in logs and audit\n"
         "\n"
         "      --print-systemd-unit  print the systemd unit meson installs\n"
         "                          (airlock.service, docs/DEPLOY.md) and exit\n"
@@ -198,7 +203,9 @@ struct serve_args {
         const char *metrics_token_file;
         unsigned metrics_top_sessions;
         struct serve_audit audit;
-        const char *node, *peers; /* serve-cluster.h */
+        const char *node, *peers;           /* serve-cluster.h */
+        struct cidr trusted[CIDR_LIST_MAX]; /* --trusted-proxies */
+        size_t n_trusted;
 };
 
 static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret)
@@ -254,6 +261,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_PRINT_SYSTEMD_UNIT,
                 OPT_NODE,
                 OPT_PEERS,
+                OPT_TRUSTED_PROXIES,
                 OPT_AUDIT /* every --audit-* flag: serve-audit.c reads them */
         };
         static const struct option opts[] = {
@@ -292,6 +300,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "print-systemd-unit", no_argument, NULL, OPT_PRINT_SYSTEMD_UNIT },
                 { "node", required_argument, NULL, OPT_NODE },
                 { "peers", required_argument, NULL, OPT_PEERS },
+                { "trusted-proxies", required_argument, NULL, OPT_TRUSTED_PROXIES },
                 { "audit-log", required_argument, NULL, OPT_AUDIT },
                 { "audit-max-size", required_argument, NULL, OPT_AUDIT },
                 { "audit-keep", required_argument, NULL, OPT_AUDIT },
@@ -492,6 +501,16 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 case OPT_PEERS:
                         a->peers = optarg;
                         break;
+                case OPT_TRUSTED_PROXIES: {
+                        char why[256];
+
+                        if (cidr_list_parse(optarg, a->trusted, CIDR_LIST_MAX, &a->n_trusted, why,
+                                            sizeof(why)) < 0) {
+                                fprintf(stderr, "airlock serve: --trusted-proxies: %s\n", why);
+                                return -EINVAL;
+                        }
+                        break;
+                }
                 case OPT_PRINT_SYSTEMD_UNIT:
                         /* The same bytes meson writes to packaging's airlock.service. */
                         fputs((const char *) systemd_unit_source, stdout);
@@ -964,6 +983,9 @@ int cmd_serve(int argc, char **argv)
                 goto out;
         }
 
+        /* A peer forwards with the Host it knows this node by (--peers): accepted here. */
+        if (serve_cluster_self_addr() && a.n_allow_hosts < ALLOW_HOSTS_MAX)
+                a.allow_hosts[a.n_allow_hosts++] = serve_cluster_self_addr();
         a.allow_hosts[a.n_allow_hosts] = NULL;
         r = api_server_new(
                 &(struct api_config){ .listen = a.listen,
@@ -983,7 +1005,9 @@ int cmd_serve(int argc, char **argv)
                                       .max_connections = a.max_connections,
                                       .max_connections_per_client = a.max_connections_per_client,
                                       .request_timeout_ms = a.request_timeout_ms,
-                                      .keepalive_timeout_ms = a.keepalive_timeout_ms },
+                                      .keepalive_timeout_ms = a.keepalive_timeout_ms,
+                                      .trusted_proxies = a.trusted,
+                                      .n_trusted_proxies = a.n_trusted },
                 &srv, &err);
         if (r < 0) {
                 fprintf(stderr, "airlock serve: %s\n", err.msg);
@@ -1036,6 +1060,16 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "airlock: %s received, shutting down\n",
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
         (void) notify_send("STOPPING=1\nSTATUS=stopping every session");
+        /* A node of a cluster drains while it still answers: /readyz says so and creates are
+         * 503, so that the front door sends them elsewhere while its sessions are saved. */
+        if (node_self()) {
+                json_t *stopped = NULL, *failed = NULL;
+
+                if (session_manager_drain(mgr, &stopped, &failed) >= 0) {
+                        json_decref(stopped);
+                        json_decref(failed);
+                }
+        }
 
         api_server_quiesce(msrv);
         api_server_quiesce(srv);

@@ -128,6 +128,7 @@ struct session_manager {
         pthread_mutex_t lock;
         pthread_cond_t wake; /* pool and reaper thread */
         bool stopping;
+        bool draining;             /* session_manager_drain(): no new sessions */
         struct session **sessions; /* live, resuming and saving sessions */
         unsigned n_sessions, cap_sessions;
         /* The same sessions by id (open addressing, linear probing, at most half full), so

@@ -996,6 +996,77 @@ void session_manager_shutdown(struct session_manager *mgr)
         pthread_mutex_unlock(&mgr->lock);
 }
 
+int session_manager_drain(struct session_manager *mgr, json_t **ret_stopped, json_t **ret_failed)
+{
+        _cleanup_free_ char *names = NULL;
+        json_t *stopped = json_array(), *failed = json_array();
+        struct session **all;
+        size_t size = 0, len = 0;
+        unsigned n;
+
+        pthread_mutex_lock(&mgr->lock);
+        mgr->draining = true;
+        n = mgr->n_sessions;
+        all = calloc(n ? n : 1, sizeof(*all));
+        for (unsigned i = 0; all && i < n; i++)
+                all[i] = session_ref(mgr->sessions[i]);
+        pthread_mutex_unlock(&mgr->lock);
+        if (!all || !stopped || !failed) {
+                free(all);
+                json_decref(stopped);
+                json_decref(failed);
+                return -ENOMEM;
+        }
+        for (unsigned i = 0; i < n; i++) {
+                struct airlock_error err = { { 0 } };
+                struct session *s = all[i];
+                int r = -EOPNOTSUPP;
+
+                if (!mgr->store)
+                        (void) airlock_error_set(&err, r, "this daemon has no state directory");
+                else if (s->ephemeral)
+                        (void) airlock_error_set(&err, r, "a one-shot session is never saved");
+                else
+                        r = lifecycle_stop(s, false, &err);
+                if (r >= 0) {
+                        json_array_append_new(stopped, json_string(s->id));
+                        /* The log names each: "s-...-n1, s-...-n1". */
+                        if (len + strlen(s->id) + 3 > size) {
+                                size_t want = (size ? size * 2 : 1024) + strlen(s->id);
+                                char *p = realloc(names, want);
+                                if (p)
+                                        names = p, size = want;
+                        }
+                        if (len + strlen(s->id) + 3 <= size)
+                                len += (size_t) snprintf(names + len, size - len, "%s%s",
+                                                         len ? ", " : "", s->id);
+                } else
+                        json_array_append_new(
+                                failed, json_pack("{s:s, s:s}", "id", s->id, "error", err.msg));
+                session_unref(s);
+        }
+        free(all);
+        log_info("msg=\"drain: %zu sessions stopped (saved)%s%s\"", json_array_size(stopped),
+                 len ? ": " : "", len ? names : "");
+        for (size_t i = 0; i < json_array_size(failed); i++)
+                log_error("session=%s msg=\"drain: cannot save it: %s\"",
+                          json_string_value(json_object_get(json_array_get(failed, i), "id")),
+                          json_string_value(json_object_get(json_array_get(failed, i), "error")));
+        *ret_stopped = stopped;
+        *ret_failed = failed;
+        return 0;
+}
+
+void session_manager_load(struct session_manager *mgr, unsigned *ret_live, unsigned *ret_max,
+                          bool *ret_draining)
+{
+        pthread_mutex_lock(&mgr->lock);
+        *ret_live = mgr->n_sessions;
+        *ret_max = mgr->cfg.max_sessions;
+        *ret_draining = mgr->draining || mgr->stopping;
+        pthread_mutex_unlock(&mgr->lock);
+}
+
 void session_manager_free(struct session_manager *mgr)
 {
         if (!mgr)
@@ -1179,6 +1250,12 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
         if (mgr->stopping) {
                 pthread_mutex_unlock(&mgr->lock);
                 return airlock_error_set(err, -ESHUTDOWN, "the daemon is shutting down");
+        }
+        if (mgr->draining) {
+                pthread_mutex_unlock(&mgr->lock);
+                return airlock_error_set(err, -ESHUTDOWN,
+                                         "this node is draining (its sessions are stopped and "
+                                         "saved): create the session on another node");
         }
         if (mgr->n_sessions + mgr->reserved >= mgr->cfg.max_sessions) {
                 pthread_mutex_unlock(&mgr->lock);

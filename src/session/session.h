@@ -102,6 +102,17 @@ unsigned session_manager_fds_needed(const struct session_manager *mgr, unsigned 
  * manager stays valid until session_manager_free(). */
 void session_manager_shutdown(struct session_manager *mgr);
 
+/* Drains the node: from now on no session is created (-ESHUTDOWN, a 503 that sends the client
+ * to another node), and every live session stops (saved, as POST /v1/sessions/{id}/stop does),
+ * so that a daemon on the same state directory resumes it. *ret_stopped gets the ids stopped
+ * (a JSON array), *ret_failed [{"id", "error"}] for those that could not be saved. Logs
+ * "drain: N sessions stopped (saved): ids". Returns 0 or -ENOMEM. */
+int session_manager_drain(struct session_manager *mgr, json_t **ret_stopped, json_t **ret_failed);
+
+/* Live sessions now, the limit, and whether the node drains. */
+void session_manager_load(struct session_manager *mgr, unsigned *ret_live, unsigned *ret_max,
+                          bool *ret_draining);
+
 /* Kills every session and pool member, removes their cgroups and frees the manager.
  * Accepts NULL. */
 void session_manager_free(struct session_manager *mgr);

@@ -433,3 +433,118 @@ def test_lists_ask_every_node_and_name_those_that_do_not_answer(cluster, on_n1):
         n0.delete(f"/v1/sessions/{mine}")
         n1.delete(f"/v1/containers/{cid}")
 
+
+# ---- readiness and drain --------------------------------------------------------------------
+
+def test_readyz_limit_drain_and_resume_on_the_same_state_dir(tmp_path):
+    from airlock_daemon import restart_daemon
+    wd = tmp_path / "node"
+    wd.mkdir()
+    d = start(node_daemon("d0", free_port(), None, extra=("--max-sessions", "1"),
+                          workdir=str(wd)))
+    d2 = d3 = None
+    try:
+        plain = requests.Session()
+        r = plain.get(d.url + "/readyz")
+        assert r.status_code == 200, r.text
+        assert r.json() == {"ready": True, "node": "d0", "sessions": 0, "max_sessions": 1}
+        sid = d.create_session()
+        assert sid.endswith("-d0")
+        assert d.post(f"/v1/sessions/{sid}/execute", json={"code": "x = 123"}).status_code == 200
+        assert d.put(f"/v1/sessions/{sid}/files/kept.txt", data=b"kept").status_code in (200, 201)
+
+        r = plain.get(d.url + "/readyz")
+        assert r.status_code == 503 and "limit" in r.json()["reason"], r.text
+        assert r.headers.get("Retry-After") == "5"
+        r = d.post("/v1/sessions", json={})
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "5", r.text
+
+        node = d.get("/v1/node").json()
+        assert node == {"node": "d0", "peers": [], "draining": False, "sessions": 1,
+                        "max_sessions": 1}, node
+
+        r = d.post("/v1/node/drain")
+        assert r.status_code == 200, d.why(r)
+        assert r.json() == {"node": "d0", "stopped": [sid], "failed": []}, r.json()
+        assert f"drain: 1 sessions stopped (saved): {sid}" in d.log_text()
+        r = plain.get(d.url + "/readyz")
+        assert r.status_code == 503 and "draining" in r.json()["reason"], r.text
+        assert d.get("/v1/node").json()["draining"] is True
+        r = d.post("/v1/sessions", json={})
+        assert r.status_code == 503 and "draining" in r.json()["error"], r.text
+        rc, problems = d.stop()
+        assert not problems, problems
+
+        # a node restarted on its state directory resumes the session: variables and files
+        d2 = restart_daemon(pytest, d)
+        r = d2.post(f"/v1/sessions/{sid}/execute", json={"code": "x"})
+        assert r.status_code == 200 and r.json()["result"] == "123", d2.why(r)
+        assert d2.get(f"/v1/sessions/{sid}/files/kept.txt").content == b"kept"
+        assert d2.post(f"/v1/sessions/{sid}/execute", json={"code": "x += 1"}).status_code == 200
+
+        # SIGTERM drains too, and says which
+        rc, problems = d2.stop()
+        assert not problems, problems
+        assert f"drain: 1 sessions stopped (saved): {sid}" in d2.log_text()
+        d3 = restart_daemon(pytest, d)
+        r = d3.post(f"/v1/sessions/{sid}/execute", json={"code": "x"})
+        assert r.status_code == 200 and r.json()["result"] == "124", d3.why(r)
+    finally:
+        for x in (d, d2, d3):
+            if x:
+                x.stop()
+
+
+def test_one_shot_and_e2b_create_at_the_limit_are_503_with_retry_after(tmp_path):
+    d = start(node_daemon("d1", free_port(), None, extra=("--max-sessions", "1")))
+    try:
+        sid = d.create_session()
+        r = d.post("/execute", json={"code": "1"})
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "5", r.text
+        r = d.client().post(d.url + "/e2b/api/v2/sandboxes", json={"templateID": "base"},
+                            headers={"X-API-KEY": TOKEN})
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "5", r.text
+        assert r.json()["code"] == 503
+        d.delete(f"/v1/sessions/{sid}")
+    finally:
+        d.stop()
+
+
+# ---- behind a proxy ---------------------------------------------------------------------------
+
+def test_trusted_proxies_are_exempt_from_the_cap_and_name_the_client(tmp_path):
+    bad = subprocess.run([AIRLOCK, "serve", "--trusted-proxies", "10.0.0.0/33"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "10.0.0.0/33" in bad.stderr, bad.stderr
+
+    d = start(node_daemon("p0", free_port(), None,
+                          extra=("--max-connections-per-client", "2",
+                                 "--trusted-proxies", "127.0.0.1/32")))
+    held = []
+    try:
+        # a front door holds many connections from one address: none is closed for a new one
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            s.sendall(b"GET /healthz HTTP/1.1\r\n")  # headers not finished: a waiting client
+            held.append(s)
+        for _ in range(3):
+            assert d.get("/healthz").status_code == 200
+        time.sleep(0.5)
+        for s in held:
+            s.settimeout(0.2)
+            try:
+                assert s.recv(1) != b"", "a held connection was closed"
+            except socket.timeout:
+                pass  # still open
+        # the proxy's X-Forwarded-For names the client in the log and the audit log
+        r = requests.get(d.url + "/v1/sessions",
+                         headers={"Authorization": "Bearer wrong",
+                                  "X-Forwarded-For": "198.51.100.1, 203.0.113.7"})
+        assert r.status_code == 401
+        d.wait_log("client=203.0.113.7", 5)
+        d.audit_lines(until=lambda lines: any(
+            "203.0.113.7" in __import__("json").dumps(x) for x in lines))
+    finally:
+        for s in held:
+            s.close()
+        d.stop()

@@ -2,6 +2,7 @@
  * length-prefixed JSON wire protocol. These helpers sit under every other module, so their
  * edge cases (overflow, malformed bytes, truncated frames) are pinned down here. */
 #include "base/buf.h"
+#include "base/cidr.h"
 #include "base/cleanup.h"
 #include "base/json-util.h"
 #include "base/node-id.h"
@@ -548,6 +549,11 @@ Test(node_id, peers_ranges_and_node)
         cr_assert_str_eq(p[1].addr, "10.1.2.3:8080");
         cr_assert_str_eq(p[2].addr, "[::1]:80");
 
+        char self[NODE_HOST_MAX + 1];
+        cr_assert_eq(node_peers_self_addr("airlock-[0-3]={node}.peers:8080", "airlock-2", self), 0);
+        cr_assert_str_eq(self, "airlock-2.peers:8080");
+        cr_assert_eq(node_peers_self_addr("n0=h:1", "n9", self), -ENOENT);
+
         cr_assert_eq(node_set_peers(p, n), 0);
         cr_assert_not_null(node_peer_find("n2"));
         cr_assert_null(node_peer_find("n3"));
@@ -596,4 +602,55 @@ Test(node_id, peers_bad_specs)
                                       sizeof(why)),
                      -EINVAL);
         cr_assert(strstr(why, "'n2=h:99999'"), "%s", why);
+}
+
+/* ---- --trusted-proxies (cidr.h) -------------------------------------------------------------- */
+
+static void v4(uint8_t ip[16], unsigned a, unsigned b, unsigned c, unsigned d)
+{
+        memset(ip, 0, 16);
+        ip[10] = ip[11] = 0xff;
+        ip[12] = (uint8_t) a, ip[13] = (uint8_t) b, ip[14] = (uint8_t) c, ip[15] = (uint8_t) d;
+}
+
+Test(cidr, parse_and_match)
+{
+        struct cidr l[CIDR_LIST_MAX];
+        uint8_t ip[16];
+        char why[256];
+        size_t n;
+
+        cr_assert_eq(cidr_list_parse("10.0.0.0/8,127.0.0.1,fd00::/8", l, CIDR_LIST_MAX, &n, why,
+                                     sizeof(why)),
+                     0, "%s", why);
+        cr_assert_eq(n, 3);
+        v4(ip, 10, 1, 2, 3);
+        cr_assert(cidr_list_match(l, n, ip));
+        v4(ip, 11, 1, 2, 3);
+        cr_assert(!cidr_list_match(l, n, ip));
+        v4(ip, 127, 0, 0, 1);
+        cr_assert(cidr_list_match(l, n, ip));
+        v4(ip, 127, 0, 0, 2);
+        cr_assert(!cidr_list_match(l, n, ip));
+        memset(ip, 0, 16);
+        ip[0] = 0xfd, ip[15] = 1;
+        cr_assert(cidr_list_match(l, n, ip));
+        ip[0] = 0xfe;
+        cr_assert(!cidr_list_match(l, n, ip));
+
+        cr_assert_eq(cidr_list_parse("10.1.0.0/12", l, CIDR_LIST_MAX, &n, why, sizeof(why)), 0);
+        v4(ip, 10, 15, 255, 1);
+        cr_assert(cidr_list_match(l, n, ip));
+        v4(ip, 10, 16, 0, 1);
+        cr_assert(!cidr_list_match(l, n, ip));
+        cr_assert_eq(cidr_list_parse("0.0.0.0/0", l, CIDR_LIST_MAX, &n, why, sizeof(why)), 0);
+        cr_assert(cidr_list_match(l, n, ip));
+
+        static const char *const bad[] = { "",       "10.0.0.0/33", "10.0.0.0/", "x", "10.0.0.0/8,",
+                                           "::/129", "10.0.0.0/-1", "1.2.3.4/8x" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                cr_assert_eq(cidr_list_parse(bad[i], l, CIDR_LIST_MAX, &n, why, sizeof(why)),
+                             -EINVAL, "%s", bad[i]);
+                cr_assert(strstr(why, "bad entry"), "%s", why);
+        }
 }
