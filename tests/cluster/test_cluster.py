@@ -326,6 +326,33 @@ def test_drained_node_saves_its_sessions_and_resumes_them(cluster):
     assert r.status_code == 200 and r.json()["result"] == "6", r.text
 
 
+def test_creates_and_one_shots_skip_a_draining_node(cluster):
+    """A node that drains answers creates 503 before doing anything; the front door hands the
+    same request to the next node, so the client never sees the 503."""
+    needs_drain(cluster)
+    r = requests.post(f"{cluster.node_url(0)}/v1/node/drain", headers=auth(cluster), timeout=120)
+    assert r.status_code == 200, r.text
+    try:
+        assert requests.get(f"{cluster.node_url(0)}/readyz", timeout=10).status_code == 503
+        before = len(cluster.access_log().splitlines())
+        made = [create(cluster) for _ in range(9)]
+        assert "n0" not in {s["node"] for s in made}
+        for _ in range(3):
+            one = requests.post(f"{cluster.url}/execute", headers=auth(cluster), json={"code": "2 + 2"}, timeout=120)
+            assert one.status_code == 200 and one.json()["result"] == "4", one.text
+        new = cluster.access_log().splitlines()[before:]
+        retried = [l for l in new if re.search(r"upstream_status=503, (201|200)", l)]
+        assert retried, "least_conn never picked the draining node first: " + "\n".join(new[-5:])
+        assert f"upstream=10.251.{cluster.subnet}.2:8080, " in retried[0]
+        for s in made:
+            requests.delete(f"{cluster.url}/v1/sessions/{s['id']}", headers=auth(cluster), timeout=60)
+    finally:
+        # A drained node takes no new sessions until it restarts.
+        cluster.cmd("stop-node", 0)
+        cluster.cmd("start-node", 0)
+    assert requests.get(f"{cluster.node_url(0)}/readyz", timeout=10).status_code == 200
+
+
 def test_hung_node_answers_503_in_bounded_time(cluster):
     needs_nodes(cluster)
     by_node = sessions_on(cluster)
