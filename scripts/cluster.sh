@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An airlock cluster on one machine (docs/KUBERNETES.md, "A cluster on one machine"): N daemons,
 # each in its own network namespace with its own state directory, behind nginx rendered from the
-# same template as the Kubernetes front door (packaging/kubernetes/frontdoor). Needs root.
+# same template as the Kubernetes front door (packaging/kubernetes/base/frontdoor). Needs root.
 #
 #   scripts/cluster.sh up --nodes N --listen 127.0.0.1:PORT --dir DIR [-- SERVE-ARGS...]
 #   scripts/cluster.sh status DIR
