@@ -28,9 +28,9 @@
 #define FORWARD_BLOCK_SIZE 65536
 #define FORWARD_POLL_MS 250
 /* How long the answer's head may take: a GET, HEAD or DELETE is answered at once; a POST may
- * run a cell first (a plain execute answers when it ends). */
+ * run a cell first (a plain execute answers when it ends): the longest cell, and a minute. */
 #define FORWARD_QUICK_MS 10000
-#define FORWARD_LONG_MS (15u * 60u * 1000u)
+#define FORWARD_LONG_MS (SESSION_TIMEOUT_MAX_MS + 60u * 1000u)
 
 /* ---- where a request goes ------------------------------------------------------------------ */
 

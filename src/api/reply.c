@@ -109,8 +109,10 @@ int api_reply_openai_error(struct api_request *req, const struct openai_error *e
 
         if (!body)
                 return -ENOMEM;
-        return api_reply_json(req, err->status ? err->status : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                              body);
+        /* A 503 (the session limit, a draining node) may be tried again, or elsewhere. */
+        return api_reply_json_header(
+                req, err->status ? err->status : MHD_HTTP_INTERNAL_SERVER_ERROR, body,
+                err->status == MHD_HTTP_SERVICE_UNAVAILABLE ? "Retry-After" : NULL, "5");
 }
 
 /* The same error in OpenAI's shape, for the routes that speak it: the field becomes "param",

@@ -505,6 +505,9 @@ def test_one_shot_and_e2b_create_at_the_limit_are_503_with_retry_after(tmp_path)
                             headers={"X-API-KEY": TOKEN})
         assert r.status_code == 503 and r.headers.get("Retry-After") == "5", r.text
         assert r.json()["code"] == 503
+        r = d.post("/v1/containers", json={"name": "full"})
+        assert r.status_code == 503 and r.headers.get("Retry-After") == "5", r.text
+        assert r.json()["error"]["message"], r.text
         d.delete(f"/v1/sessions/{sid}")
     finally:
         d.stop()
@@ -548,3 +551,85 @@ def test_trusted_proxies_are_exempt_from_the_cap_and_name_the_client(tmp_path):
         for s in held:
             s.close()
         d.stop()
+
+
+def _serve_log_until(argv, env, needle, timeout=60):
+    """Starts argv, returns its output once needle appears (or it exits), then ends it (by
+    its pid)."""
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        import select
+        while time.monotonic() < deadline and needle.encode() not in out:
+            r, _, _ = select.select([p.stdout], [], [], 0.5)
+            if r:
+                chunk = p.stdout.read1(65536)
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    return out.decode(errors="replace")
+
+
+def test_node_name_from_the_environment_and_a_statefulset_hostname(tmp_path):
+    import os
+    import shutil
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a hostname of its own")
+    base = {"PATH": "/usr/bin:/bin", "AIRLOCK_TOKEN": TOKEN,
+            **{k: v for k, v in os.environ.items() if k.startswith(("ASAN", "UBSAN"))}}
+    if os.environ.get("AIRLOCK_RUNNER"):
+        base["AIRLOCK_RUNNER"] = os.environ["AIRLOCK_RUNNER"]
+    argv = [AIRLOCK, "serve", "--listen", "127.0.0.1:0", "--pool-size", "0"]
+
+    out = _serve_log_until([*argv, "--state-dir", str(tmp_path / "a")],
+                           {**base, "AIRLOCK_NODE": "env-node"}, "listening on")
+    assert "node 'env-node' (from AIRLOCK_NODE)" in out, out
+
+    out = _serve_log_until(["unshare", "--uts", "sh", "-c", 'hostname airlock-3 && exec "$@"',
+                            "sh", *argv, "--state-dir", str(tmp_path / "b")],
+                           {**base, "KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "listening on")
+    assert "node 'airlock-3' (from the hostname of a StatefulSet pod" in out, out
+
+    p = subprocess.run([*argv, "--state-dir", str(tmp_path / "c")],
+                       env={**base, "AIRLOCK_NODE": "n1", "AIRLOCK_PEERS": "n2=h"},
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "'n2=h'" in p.stderr and "AIRLOCK_PEERS" in p.stderr, p.stderr
+
+
+def test_a_client_that_hangs_up_cancels_the_forwarded_cell(cluster, on_n1):
+    n0, n1 = cluster["n0"], cluster["n1"]
+    code = "import time\nprint('started', flush=True)\ntime.sleep(60)"
+    body = __import__("json").dumps({"code": code}).encode()
+    s = socket.create_connection(("127.0.0.1", n0.port), timeout=30)
+    s.sendall(f"POST /v1/sessions/{on_n1}/execute HTTP/1.1\r\nHost: {n0.host}\r\n"
+              f"Authorization: Bearer {TOKEN}\r\nAccept: application/x-ndjson\r\n"
+              f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+              .encode() + body)
+    got = b""
+    while b"started" not in got:
+        chunk = s.recv(4096)
+        assert chunk, got
+        got += chunk
+    assert got.startswith(b"HTTP/1.1 200"), got
+    s.close()  # the client goes away mid-cell
+    deadline = time.monotonic() + 20
+    state = None
+    while time.monotonic() < deadline:
+        state = n1.get(f"/v1/sessions/{on_n1}").json()["state"]
+        if state != "busy":
+            break
+        time.sleep(0.25)
+    assert state != "busy", "the cell on n1 still runs after its client left"
+    # and the session still works
+    r = n1.post(f"/v1/sessions/{on_n1}/execute", json={"code": "1 + 2"})
+    assert r.status_code == 200 and r.json()["result"] == "3", n1.why(r)
