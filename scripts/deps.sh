@@ -39,6 +39,9 @@ packages=(
         python3-prometheus-client
         # the man page (docs/airlock.1.md), and the packaging tests' tools
         pandoc man-db systemd util-linux
+        # scripts/cluster.sh: the front door (packaging/kubernetes/base/frontdoor), the nodes'
+        # namespaces and bridge, health checks; tests/e2e/test_kubernetes_manifests.py reads YAML
+        nginx-light iproute2 curl python3-yaml
         # the Python client's offline install (pip install --no-build-isolation --no-index)
         python3-pip python3-setuptools python3-wheel
 )

@@ -40,9 +40,9 @@ run $py -m pytest -q -p no:cacheprovider tests/unit
 run tests/mcp/install.sh
 
 # Two lanes side by side (most of these tests wait on daemons and cells, not on the CPU): the
-# end-to-end suite prints as it runs; the client, node and dashboard suites write to a log that
-# is printed when the first lane is done, each with its runner's own summary. Each test starts
-# its own daemons. The hostile suites run alone afterwards: their host guard checks the whole
+# end-to-end suite prints as it runs; the client, node, cluster and dashboard suites write to a
+# log that is printed when the first lane is done, each with its runner's own summary. Each test
+# starts its own daemons. The hostile suites run alone afterwards: their host guard checks the whole
 # host (sandbox processes, cgroups, mounts, /tmp) for anything a test left behind.
 lane_log=$(mktemp /tmp/airlock-test-lane.XXXXXX)
 lane_b() {
@@ -51,6 +51,9 @@ lane_b() {
         # offline with Debian's pip into a temporary directory.
         run $py -m pytest -q -p no:cacheprovider tests/clients/python
         run tests/mcp/run.sh
+        # A cluster on one machine (scripts/cluster.sh): three nodes in network namespaces
+        # behind nginx, the SDKs of tests/mcp through its front door (tests/mcp/cluster.test.mjs).
+        run $py -m pytest -q -p no:cacheprovider tests/cluster
         # The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to
         # tests/ui/artefacts/.
         run $py -m pytest -q -p no:cacheprovider tests/ui
@@ -62,7 +65,7 @@ run $py -m pytest -q -p no:cacheprovider tests/e2e
 lane_b_status=0
 wait $lane_b_pid || lane_b_status=$?
 echo
-echo "==== the second lane (Python client, node clients, dashboard), run beside the e2e suite"
+echo "==== the second lane (Python client, node clients, cluster, dashboard), run beside the e2e suite"
 cat "$lane_log"
 rm -f "$lane_log"
 [ $lane_b_status -eq 0 ] || status=1
