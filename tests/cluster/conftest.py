@@ -47,13 +47,6 @@ class Cluster:
         env = dict(line.split("=", 1) for line in (directory / "cluster.env").read_text().splitlines()
                    if "=" in line and not line.startswith("serve_extra"))
         self.subnet = env["subnet"]
-        # The daemon branch's --node: ids carry the node; without it nothing routes by id.
-        self.has_nodes = "--node " in (directory / "nodes" / "0" / "command").read_text()
-        # What the daemon side of issue 26 delivers step by step, read from the binary itself.
-        binary = Path(env["airlock_bin"].strip("'")).read_bytes()
-        self.has_forwarding = b"Airlock-Forwarded-By" in binary
-        self.has_aggregation = b"Airlock-Peer-Query" in binary
-        self.has_drain = b"sessions stopped (saved)" in binary
 
     def node_url(self, i):
         return f"http://10.251.{self.subnet}.{i + 2}:8080"

@@ -25,29 +25,6 @@ def auth(c, **extra):
     return {"Authorization": f"Bearer {c.token}", **extra}
 
 
-def needs_nodes(c):
-    if not c.has_nodes:
-        pytest.skip("the airlock binary has no --node (the daemon side of issue 26): ids do not name nodes")
-
-
-def needs_forwarding(c):
-    needs_nodes(c)
-    if not c.has_forwarding:
-        pytest.skip("the airlock binary does not forward to peers or aggregate lists yet (issue 26's daemon side)")
-
-
-def needs_aggregation(c):
-    needs_nodes(c)
-    if not c.has_aggregation:
-        pytest.skip("the airlock binary does not aggregate lists over its peers yet (issue 26's daemon side)")
-
-
-def needs_drain(c):
-    needs_nodes(c)
-    if not c.has_drain:
-        pytest.skip("the airlock binary does not drain on SIGTERM with a node yet (issue 26's daemon side)")
-
-
 def create(c, **body):
     r = requests.post(f"{c.url}/v1/sessions", headers=auth(c), json=body or {}, timeout=120)
     assert r.status_code == 201, r.text
@@ -81,9 +58,8 @@ def test_creates_spread_over_the_nodes(cluster):
     lines = [l for l in cluster.access_log().splitlines() if '"POST /v1/sessions ' in l][before:]
     upstreams = {re.search(r"upstream=(\S+)", l).group(1).split(",")[-1].strip() for l in lines}
     assert len(upstreams) >= 2, f"six creates all went to {upstreams}"
-    if cluster.has_nodes:
-        assert len({s["node"] for s in made}) >= 2
-        assert all(node_of(s["id"]) == s["node"] for s in made)
+    assert len({s["node"] for s in made}) >= 2
+    assert all(node_of(s["id"]) == s["node"] for s in made)
     for s in made:
         requests.delete(f"{cluster.url}/v1/sessions/{s['id']}", headers=auth(cluster), timeout=60)
 
@@ -143,8 +119,7 @@ def test_mcp_over_http_keeps_its_session(cluster):
     r, init = mcp(cluster, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cluster-test", "version": "1"}}})
     msid = r.headers["Mcp-Session-Id"]
-    if cluster.has_nodes:
-        assert re.fullmatch(r"mcp-[0-9a-f]{32}-n[0-9]", msid), msid
+    assert re.fullmatch(r"mcp-[0-9a-f]{32}-n[0-9]", msid), msid
     mcp(cluster, {"jsonrpc": "2.0", "method": "notifications/initialized"}, msid)
     calls = []
     for i, code in enumerate(["y = 6", "y * 7"]):
@@ -163,7 +138,6 @@ def test_dashboard_and_lists_through_the_front_door(cluster):
 
 
 def test_lists_name_every_nodes_sessions(cluster):
-    needs_aggregation(cluster)
     made = [create(cluster) for _ in range(3)]
     listed = requests.get(f"{cluster.url}/v1/sessions", headers=auth(cluster), timeout=30).json()
     ids = {s["id"] for s in listed["sessions"]} if isinstance(listed, dict) else {s["id"] for s in listed}
@@ -179,15 +153,12 @@ def test_sdks_through_the_front_door(cluster):
         pytest.skip("node is not installed (apt-get install nodejs)")
     if not (mcp_dir / "node_modules" / "@e2b" / "code-interpreter").exists():
         pytest.skip("the npm packages are not installed: run tests/mcp/install.sh")
-    env = dict(os.environ, AIRLOCK_DAEMON_URL=cluster.url, AIRLOCK_TOKEN=cluster.token,
-               AIRLOCK_CLUSTER_NODES="1" if cluster.has_nodes else "0",
-               AIRLOCK_CLUSTER_LISTS="1" if cluster.has_aggregation else "0")
+    env = dict(os.environ, AIRLOCK_DAEMON_URL=cluster.url, AIRLOCK_TOKEN=cluster.token)
     p = subprocess.run(["node", "--test", "cluster.test.mjs"], cwd=mcp_dir, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
-    skipped = re.search(r"^# skipped (\d+)", p.stdout, re.M)
-    if skipped and int(skipped.group(1)):
-        pytest.skip(f"{skipped.group(1)} of cluster.test.mjs skipped: lists over peers are not in this binary")
+    assert re.search(r"^# pass [1-9]", p.stdout, re.M) and re.search(r"^# skipped 0$", p.stdout, re.M), \
+        p.stdout[-4000:]
 
 
 # --- ids that name nodes ---------------------------------------------------------------------
@@ -202,7 +173,6 @@ def test_sdks_through_the_front_door(cluster):
     f"/v1/responses/resp_{HEX24}-nowhere",
 ])
 def test_forged_ids_naming_no_node_are_404(cluster, path):
-    needs_nodes(cluster)
     method = requests.post if path.endswith("/execute") else requests.get
     kw = {"json": {"code": "1"}} if path.endswith("/execute") else {}
     r = method(cluster.url + path, headers=auth(cluster), timeout=30, **kw)
@@ -210,7 +180,6 @@ def test_forged_ids_naming_no_node_are_404(cluster, path):
 
 
 def test_forged_headers_naming_no_node_are_not_routed(cluster):
-    needs_nodes(cluster)
     r = requests.post(f"{cluster.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                       headers=auth(cluster, **{"Mcp-Session-Id": "mcp-" + "0" * 32 + "-n9",
                                                "Accept": "application/json, text/event-stream"}), timeout=30)
@@ -224,7 +193,6 @@ def test_forged_headers_naming_no_node_are_not_routed(cluster):
 def test_a_node_forwards_a_request_for_another_nodes_session(cluster):
     """A misrouted request (straight to a node, not through the front door) still reaches the
     session's node: the nodes forward over --peers."""
-    needs_forwarding(cluster)
     by_node = sessions_on(cluster)
     target = by_node["n1"]
     assert execute(cluster, target["id"], "q = 'on n1'").status_code == 200
@@ -262,7 +230,6 @@ def create_on(c, node, tries=12):
 
 
 def test_killed_node_answers_503_naming_it_and_comes_back(cluster):
-    needs_nodes(cluster)
     by_node = sessions_on(cluster)
     victim, other = by_node["n1"], by_node["n0"]
     assert execute(cluster, victim["id"], "v = 'kept'; open('mark.txt','w').write('file kept')").status_code == 200
@@ -299,7 +266,6 @@ def test_killed_node_answers_503_naming_it_and_comes_back(cluster):
 
 
 def test_list_names_a_dead_node_unreachable(cluster):
-    needs_aggregation(cluster)
     cluster.cmd("kill-node", 2)
     try:
         listed = requests.get(f"{cluster.url}/v1/sessions", headers=auth(cluster), timeout=60)
@@ -311,7 +277,6 @@ def test_list_names_a_dead_node_unreachable(cluster):
 
 
 def test_drained_node_saves_its_sessions_and_resumes_them(cluster):
-    needs_drain(cluster)
     by_node = sessions_on(cluster)
     victim = by_node["n2"]
     assert execute(cluster, victim["id"], "z = [1, 2, 3]").status_code == 200
@@ -329,7 +294,6 @@ def test_drained_node_saves_its_sessions_and_resumes_them(cluster):
 def test_creates_and_one_shots_skip_a_draining_node(cluster):
     """A node that drains answers creates 503 before doing anything; the front door hands the
     same request to the next node, so the client never sees the 503."""
-    needs_drain(cluster)
     r = requests.post(f"{cluster.node_url(0)}/v1/node/drain", headers=auth(cluster), timeout=120)
     assert r.status_code == 200, r.text
     try:
@@ -354,7 +318,6 @@ def test_creates_and_one_shots_skip_a_draining_node(cluster):
 
 
 def test_hung_node_answers_503_in_bounded_time(cluster):
-    needs_nodes(cluster)
     by_node = sessions_on(cluster)
     victim, other = by_node["n0"], by_node["n1"]
     pid = cluster.pid(0)

@@ -2,7 +2,7 @@
 // front door (scripts/cluster.sh; docs/KUBERNETES.md): every call after a create names an object
 // of one node, and must reach that node through the one URL. Run by tests/cluster/test_cluster.py
 // with AIRLOCK_DAEMON_URL (the front door) and AIRLOCK_TOKEN; not part of tests/mcp/run.sh, whose
-// daemon is a single one. AIRLOCK_CLUSTER_NODES=1 when the ids name their node.
+// daemon is a single one. The nodes' ids name their node ("-n0").
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync, createReadStream } from 'node:fs';
@@ -12,11 +12,7 @@ import OpenAI from 'openai';
 
 const url = process.env.AIRLOCK_DAEMON_URL;
 const token = process.env.AIRLOCK_TOKEN;
-const withNodes = process.env.AIRLOCK_CLUSTER_NODES === '1';
-// Lists over every node need the daemons' aggregation over peers (issue 26's daemon side).
-const lists = process.env.AIRLOCK_CLUSTER_LISTS === '1'
-  ? {} : { skip: 'the daemons do not aggregate lists over their peers yet' };
-const NODE = withNodes ? '-n[0-9]+' : '';
+const NODE = '-n[0-9]+';
 
 describe('the E2B SDK through the front door', () => {
   let Sandbox;
@@ -40,10 +36,8 @@ describe('the E2B SDK through the front door', () => {
       assert.match(sbx.sandboxId, new RegExp(`^[0-9a-f]{24}${NODE}$`));
       boxes.push(sbx);
     }
-    if (withNodes) {
-      const nodes = new Set(boxes.map((b) => b.sandboxId.split('-')[1]));
-      assert.ok(nodes.size >= 2, `three creates reached ${[...nodes]}`);
-    }
+    const nodes = new Set(boxes.map((b) => b.sandboxId.split('-')[1]));
+    assert.ok(nodes.size >= 2, `three creates reached ${[...nodes]}`);
     for (const [i, sbx] of boxes.entries()) {
       await sbx.runCode(`n = ${i}`);
       await sbx.files.write('/home/user/note.txt', `box ${i}`);
@@ -63,7 +57,7 @@ describe('the E2B SDK through the front door', () => {
     made.boxes = boxes;
   });
 
-  test('Sandbox.list names the sandboxes of every node', lists, async () => {
+  test('Sandbox.list names the sandboxes of every node', async () => {
     const listed = (await Sandbox.list().nextItems()).map((s) => s.sandboxId);
     for (const b of made.boxes) assert.ok(listed.includes(b.sandboxId), `${b.sandboxId} in ${listed}`);
   });
@@ -92,7 +86,7 @@ describe('the openai client through the front door', () => {
     assert.equal(await (await client.files.content(f.id)).text(), 'region,amount\nnorth,10\nsouth,32\n');
   });
 
-  test('files.list and containers.list name every node\'s objects', lists, async () => {
+  test('files.list and containers.list name every node\'s objects', async () => {
     const files = [];
     for await (const x of client.files.list()) files.push(x.id);
     for (const id of made.files) assert.ok(files.includes(id), `${id} listed`);
