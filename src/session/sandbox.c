@@ -1746,6 +1746,12 @@ int sandbox_egress_open(struct sandbox *sb, struct egress *egress, const char *i
         struct egress_session *es = NULL;
         int r;
 
+        /* A microVM has no network device, and its pidfd is QEMU's, in the host's namespace. */
+        if (sb->vm_sig_fd >= 0)
+                return airlock_error_set(err, -EOPNOTSUPP,
+                                         "a microVM session has no network yet: its profile "
+                                         "must say \"network\": \"none\"");
+
         r = egress_session_open(egress, sandbox_pidfd(sb), p->network, p->network,
                                 &(struct egress_session_info){ .session = id, .profile = p->name },
                                 &es, err);

@@ -53,6 +53,15 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
                 /* Refused, not served weaker: its sessions were promised a kernel of their own. */
                 struct airlock_error verr = { { 0 } };
                 r = vm_probe(&verr);
+                if (r >= 0 && p->network && p->network->mode != EGRESS_MODE_NONE) {
+                        r = airlock_error_set(err, -EOPNOTSUPP,
+                                              "profile '%s' runs sessions in microVMs, which "
+                                              "have no network yet: it must say \"network\": "
+                                              "\"none\"",
+                                              name);
+                        profile_free(p);
+                        return r;
+                }
                 if (r < 0) {
                         r = airlock_error_set(err, -EOPNOTSUPP,
                                               "profile '%s' runs sessions in microVMs, which "

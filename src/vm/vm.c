@@ -358,7 +358,8 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                                       strerror(-r));
                 goto fail;
         }
-        r = jail_adopt(pid, pidfd, ours[CH_CTL], ours[CH_OUT], ours[CH_ERR], 0, cg, &j);
+        /* No host uid runs the guest's code: nobody's, should anything ask. */
+        r = jail_adopt(pid, pidfd, ours[CH_CTL], ours[CH_OUT], ours[CH_ERR], 65534, cg, &j);
         if (r < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);

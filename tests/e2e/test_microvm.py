@@ -151,6 +151,15 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         r = execute(d, sid, "echo $HOME; id -u; ls /work", language="bash")
         assert r["status"] == "ok", r
         assert r["stdout"].splitlines()[:2] == ["/work", "1000"]
+
+        # The daemon cannot reach the guest's /work yet: refused, and never the host's own
+        # (QEMU's /proc/<pid>/root is the host's root).
+        for path in (f"/v1/sessions/{sid}/files?dir=", f"/v1/sessions/{sid}/files/etc/passwd"):
+            r = d.get(path)
+            assert 400 <= r.status_code < 500, d.why(r)
+            assert "microVM session" in r.text, r.text
+        r = execute(d, sid, "x")
+        assert r["result"] == "41"
     finally:
         r = d.delete(f"/v1/sessions/{sid}")
     assert r.status_code in (200, 204), d.why(r)
