@@ -63,7 +63,7 @@ ctl.sendall(struct.pack('<I', len(cfg)) + cfg)
 send(ctl, {'op': 'init', 'profile': 'microvm', 'output_max': 1 << 20, 'memory_bytes': 1 << 30, 'imports': None,
            'policy': 'none', 'preload': preload, 'shell': True})
 r = recv(ctl)
-print(f"boot to ready runner (preload {preload}): {(time.time() - t0) * 1000:.0f} ms: {r.get('op')}")
+print(f"boot to ready runner (preload {preload}): {(time.time() - t0) * 1000:.0f} ms: {r.get('op')}, preload errors: {r.get('preload_errors')}")
 t1 = time.time()
 cmd(qa, 'stop')
 print(cmd(qa, 'migrate', uri=f'exec:cat > {snap}'))
@@ -83,7 +83,7 @@ while True:
 cmd(qb, 'cont')
 t3 = time.time()
 ctl = pairs['ctl'][0]
-send(ctl, {'op': 'exec', 'id': '0123456789abcdef', 'language': 'python', 'code': 'import sys\nlen(sys.modules)'})
+send(ctl, {'op': 'exec', 'id': '0123456789abcdef', 'language': 'python', 'code': 'import sys\nlen(sys.modules), "pandas" in sys.modules'})
 while True:
     r = recv(ctl)
     if r.get('id') == '0123456789abcdef': break

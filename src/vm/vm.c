@@ -187,7 +187,8 @@ static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
         r |= argf(a, "%u", cpus);
         arg(a, "-nodefaults");
         arg(a, "-no-user-config");
-        arg(a, "-nographic");
+        arg(a, "-display");
+        arg(a, "none");
         arg(a, "-no-reboot");
         arg(a, "-serial");
         if (console && *console)
@@ -265,7 +266,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         struct jail *j = NULL;
         char path[4096];
         pid_t pid;
-        int pidfd = -EBADF, r;
+        int pidfd = -EBADF, null_fd = -EBADF, r;
 
         for (int i = 0; i < CH_COUNT; i++)
                 ours[i] = theirs[i] = -EBADF;
@@ -287,6 +288,11 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                 }
                 ours[i] = sv[0];
                 theirs[i] = sv[1];
+        }
+        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null_fd < 0) {
+                r = airlock_error_set(err, -errno, "/dev/null: %s", strerror(errno));
+                goto fail;
         }
         if (pipe2(go, O_CLOEXEC) < 0) {
                 r = airlock_error_set(err, -errno, "pipe: %s", strerror(errno));
@@ -326,6 +332,10 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                 for (int i = 0; i < CH_COUNT; i++)
                         if (dup2(hi[i], 3 + i) < 0)
                                 _exit(127);
+                /* Nothing of the daemon's terminal: QEMU's stdin is /dev/null (its output
+                 * goes to the daemon's log). */
+                if (dup2(null_fd, 0) < 0)
+                        _exit(127);
                 (void) syscall(SYS_close_range, 3u + CH_COUNT, ~0u, 0u);
                 (void) setpgid(0, 0);
                 execvp(a.argv[0], a.argv);
@@ -349,6 +359,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         (void) close(go[0]);
         (void) close(go[1]);
         go[0] = go[1] = -EBADF;
+        null_fd = safe_close_fd(null_fd);
 
         r = send_bootcfg(ours[CH_CTL], cfg);
         if (r < 0) {
@@ -376,6 +387,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
 
 fail:
         (void) safe_close_fd(pidfd);
+        (void) safe_close_fd(null_fd);
         for (int i = 0; i < CH_COUNT; i++) {
                 (void) safe_close_fd(ours[i]);
                 (void) safe_close_fd(theirs[i]);

@@ -148,6 +148,14 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert "division by zero" in r["error"]["value"]
         r = execute(d, sid, "x")
         assert r["result"] == "41", "the session's state survives an error"
+
+        # A timeout interrupts the cell through the guest's signal port (init sends the
+        # runner SIGINT), and the session lives on.
+        r = execute(d, sid, "while True:\n    pass", timeout_s=3)
+        assert r["status"] == "timeout", r
+        assert r["state"] == "preserved", r
+        r = execute(d, sid, "x")
+        assert r["result"] == "41", r
         r = execute(d, sid, "echo $HOME; id -u; ls /work", language="bash")
         assert r["status"] == "ok", r
         assert r["stdout"].splitlines()[:2] == ["/work", "1000"]
