@@ -73,6 +73,21 @@ sort -u "$list.main" "$list.libs" > "$list"
 # the targets of the symlinks among them.
 tr '\n' '\0' < "$list" | (cd "$rootfs" && xargs -0 readlink -f 2> /dev/null) |
         sed "s|^$rootfs|/|; s|^//|/|" > "$list.targets" || true
+# And every hop of a chain of links: Debian's alternatives go through /etc/alternatives and
+# back (libblas.so.3 -> /etc/alternatives/... -> blas/libblas.so.3 -> libblas.so.3.11.0).
+while read -r f; do
+        p=$rootfs${f#/}
+        n=0
+        while [ -L "$p" ] && [ $n -lt 16 ]; do
+                t=$(readlink "$p")
+                case $t in
+                /*) p=$rootfs${t#/} ;;
+                *) p=${p%/*}/$t ;;
+                esac
+                echo "$p"
+                n=$((n + 1))
+        done
+done < "$list" | xargs -r -d '\n' realpath -s -m | sed "s|^$rootfs|/|; s|^//|/|" >> "$list.targets"
 [ -L "${rootfs}lib" ] && sed -i -E 's#^/(lib|lib64|bin|sbin)/#/usr/\1/#' "$list.targets"
 mkdir -p "$root/usr/bin" "$root/usr/sbin" "$root/usr/lib" "$root/usr/lib64"
 for l in bin sbin lib lib64; do

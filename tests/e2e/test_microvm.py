@@ -142,6 +142,11 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert r["status"] == "ok", r
         assert r["stdout"] == "hello from the guest 41\n"
         assert r["result"] == "82"
+        # The profile's packages are in the guest's image, with the libraries they load
+        # (numpy's BLAS is reached through Debian's alternatives links).
+        r = execute(d, sid, "import numpy\nint(numpy.arange(4).dot(numpy.arange(4)))")
+        assert r["status"] == "ok", r
+        assert r["result"] == "14"
         r = execute(d, sid, "1/0")
         assert r["status"] == "error", r
         assert r["error"]["name"] == "ZeroDivisionError"
