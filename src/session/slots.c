@@ -358,14 +358,16 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
                                                  "daemon has no state directory to find it in "
                                                  "(set --state-dir or AIRLOCK_VM_IMAGES)",
                                                  p->name);
-                return sandbox_start(mgr->cfg.features,
-                                     &(struct sandbox_options){ .mode = mgr->cfg.mode,
-                                                                .profile = p,
-                                                                .name = name,
-                                                                .runner_path = mgr->runner_path,
-                                                                .preload = false,
-                                                                .vm_image_dir = dir },
-                                     ret_sb, err);
+                r = sandbox_start(mgr->cfg.features,
+                                  &(struct sandbox_options){ .mode = mgr->cfg.mode,
+                                                             .profile = p,
+                                                             .name = name,
+                                                             .runner_path = mgr->runner_path,
+                                                             .preload = false,
+                                                             .vm_image_dir = dir },
+                                  ret_sb, err);
+                /* No image yet is the host's setup, not a missing session (404). */
+                return r == -ENOENT ? -EOPNOTSUPP : r;
         }
         if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
                 struct cgroup_limits limits = {

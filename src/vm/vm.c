@@ -275,8 +275,12 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
             access(path, R_OK) < 0)
                 return airlock_error_set(err, -ENOENT,
                                          "the microVM image %s is missing: build it with "
-                                         "`airlock profile build NAME`",
-                                         path);
+                                         "`airlock profile build %s` (and the daemon's "
+                                         "--state-dir, or AIRLOCK_VM_IMAGES)",
+                                         path,
+                                         strrchr(cfg->image_dir, '/')
+                                                 ? strrchr(cfg->image_dir, '/') + 1
+                                                 : cfg->image_dir);
         r = build_argv(cfg, &a);
         if (r < 0)
                 return airlock_error_set(err, r, "the microVM's QEMU command line is too long");

@@ -206,3 +206,22 @@ def test_a_daemon_without_kvm_refuses_the_profile_and_serves_the_others(image):
     finally:
         rc, problems = d.stop()
     assert not problems, "the daemon did not stop cleanly:\n  " + "\n  ".join(problems)
+
+
+def test_a_profile_without_its_image_says_how_to_build_it(image):
+    env = base_env()
+    env["AIRLOCK_VM_IMAGES"] = tempfile.mkdtemp(prefix="airlock-e2e-vm-none-")
+    if not kvm_usable():
+        env["AIRLOCK_VM_ACCEL"] = "tcg"
+    d = start_daemon_or_fail(pytest, args=("--pool-size", "1"), env=env)
+    try:
+        r = d.post("/v1/sessions", json={"profile": "microvm"}, timeout=60)
+        assert r.status_code == 400, d.why(r)
+        msg = r.json()["error"]
+        assert "microVM image" in msg and "airlock profile build microvm" in msg, msg
+        assert not qemu_children(d)
+    finally:
+        rc, problems = d.stop()
+        shutil.rmtree(env["AIRLOCK_VM_IMAGES"], ignore_errors=True)
+    assert not problems, "the daemon did not stop cleanly:\n  " + "\n  ".join(problems)
+
