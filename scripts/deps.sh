@@ -44,6 +44,9 @@ packages=(
         nginx-light iproute2 curl python3-yaml
         # the Python client's offline install (pip install --no-build-isolation --no-index)
         python3-pip python3-setuptools python3-wheel
+        # the microVM tier (src/vm): QEMU's microvm machine, the guest's EROFS root and
+        # initramfs; the guest kernel itself is unpacked by scripts/vm-kernel.sh
+        qemu-system-x86 erofs-utils cpio
 )
 
 missing=()
@@ -53,6 +56,7 @@ for p in "${packages[@]}"; do
         fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
+        "$(dirname "$0")/vm-kernel.sh"
         exit 0
 fi
 
@@ -65,3 +69,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"$(dirname "$0")/vm-kernel.sh"

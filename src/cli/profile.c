@@ -7,8 +7,11 @@
 #include "api/auth.h"
 #include "base/cleanup.h"
 #include "base/json-util.h"
+#include "config.h"
 #include "layer/layer.h"
 #include "profile/profile.h"
+#include "session/sandbox.h"
+#include "vm/vm.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char profile_help[] =
         "usage: airlock profile list [--json] [--state-dir DIR]\n"
@@ -45,6 +51,10 @@ static const char profile_help[] =
         "               gives it to new sessions without a restart; live sessions keep\n"
         "               the layer they started with. Old layers nobody uses are removed.\n"
         "               On failure the old layer stays current.\n"
+        "               A profile whose \"isolation\" is \"microvm\" also gets its\n"
+        "               guest image (root filesystem, initramfs, kernel from\n"
+        "               $AIRLOCK_VM_KERNEL_DIR, default /var/cache/airlock/vm-kernel,\n"
+        "               made by scripts/vm-kernel.sh) in DIR/vm/NAME.\n"
         "  rm NAME      remove the profile's layers: new sessions get none. A layer\n"
         "               that live sessions have mounted stays until they end (it is\n"
         "               named; `rm` or `build` again removes it then).\n"
@@ -296,6 +306,88 @@ static void build_hints(const struct profile *p)
                         "    wheels are installed, never source distributions\n");
 }
 
+/* A build tool of the microVM tier: $env, else beside the build tree's CLI (src/cli/../vm),
+ * else installed in libexec. A new string or NULL. */
+static char *find_vm_tool(const char *env, const char *name)
+{
+        const char *e = getenv(env);
+        char exe[4096], path[4200];
+        ssize_t n;
+
+        if (e && *e)
+                return strdup(e);
+        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+                exe[n] = '\0';
+                if (strrchr(exe, '/'))
+                        *strrchr(exe, '/') = '\0';
+                (void) snprintf(path, sizeof(path), "%s/../vm/%s", exe, name);
+                if (access(path, X_OK) == 0)
+                        return realpath(path, NULL);
+        }
+        (void) snprintf(path, sizeof(path), "%s/%s", AIRLOCK_LIBEXEC_DIR, name);
+        return access(path, X_OK) == 0 ? strdup(path) : NULL;
+}
+
+/* The guest image of a microVM profile (src/vm/guest-image.sh): its root filesystem with the
+ * profile's layer, if it has one, the runner and the init. Returns 0 or -errno, having said
+ * why on stderr. */
+static int build_vm_image(const char *state_dir, const struct profile *p)
+{
+        _cleanup_free_ char *tool = find_vm_tool("AIRLOCK_VM_IMAGE_TOOL", "airlock-vm-image");
+        _cleanup_free_ char *init = find_vm_tool("AIRLOCK_VM_INIT", "airlock-vm-init");
+        _cleanup_free_ char *runner = sandbox_find_runner();
+        _cleanup_free_ char *layer = NULL;
+        const char *kdir = getenv("AIRLOCK_VM_KERNEL_DIR");
+        char out[4096];
+        int status;
+        pid_t pid;
+
+        if (!kdir || !*kdir)
+                kdir = "/var/cache/airlock/vm-kernel";
+        if (!tool || !init || !runner) {
+                fprintf(stderr,
+                        "airlock profile build: cannot find %s: reinstall airlock, or set %s\n",
+                        !tool   ? "airlock-vm-image"
+                        : !init ? "airlock-vm-init"
+                                : "airlock-runner",
+                        !tool   ? "AIRLOCK_VM_IMAGE_TOOL"
+                        : !init ? "AIRLOCK_VM_INIT"
+                                : "AIRLOCK_RUNNER");
+                return -ENOENT;
+        }
+        if (vm_image_dir(state_dir, p->name, out, sizeof(out)) < 0)
+                return -ENAMETOOLONG;
+        if (strncmp(out, state_dir, strlen(state_dir)) == 0) {
+                char vmdir[4096];
+                (void) snprintf(vmdir, sizeof(vmdir), "%s/vm", state_dir);
+                (void) mkdir(vmdir, 0700);
+        }
+        (void) layer_current(state_dir, p->name, &layer, NULL);
+        fprintf(stderr, "airlock profile: building the microVM image of profile '%s' in %s\n",
+                p->name, out);
+        pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                execl("/bin/sh", "sh", tool, out, runner, init, kdir, p->rootfs, layer ? layer : "",
+                      (char *) NULL);
+                _exit(127);
+        }
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                fprintf(stderr,
+                        "airlock profile build: the microVM image of profile '%s' was not built "
+                        "(see above); the old one, if any, stays\n",
+                        p->name);
+                return -EIO;
+        }
+        printf("microVM image of profile '%s': %s; current\n", p->name, out);
+        return 0;
+}
+
 static int cmd_build(const char *state_dir, const char *name)
 {
         struct airlock_error err = { { 0 } };
@@ -316,6 +408,13 @@ static int cmd_build(const char *state_dir, const char *name)
                 fprintf(stderr, "airlock profile: %s\n", err.msg);
                 profile_free(p);
                 return 1;
+        }
+        if (p->isolation == PROFILE_ISOLATION_MICROVM &&
+            !(p->packages.install && p->packages.install[0]) && !p->packages.wheels_dir) {
+                /* Nothing for a layer: only the guest image. */
+                r = build_vm_image(state_dir, p);
+                profile_free(p);
+                return r < 0 ? 1 : 0;
         }
         (void) layer_current(state_dir, name, &before, NULL);
         if ((p->packages.install && p->packages.install[0]) || p->packages.wheels_dir)
@@ -354,6 +453,8 @@ static int cmd_build(const char *state_dir, const char *name)
                        json_string_value(json_object_get(m, "id")), name,
                        json_array_size(json_object_get(m, "packages")),
                        size_text((uint64_t) json_integer_value(json_object_get(m, "size")), size));
+                if (p->isolation == PROFILE_ISOLATION_MICROVM)
+                        r = build_vm_image(state_dir, p);
         }
         for (unsigned k = 0; k < bp.n_errors; k++)
                 free(bp.errors[k]);

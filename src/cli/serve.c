@@ -30,6 +30,7 @@
 #include "session/session.h"
 #include "systemd-unit.h"
 #include "tenant/tenant.h"
+#include "vm/vm.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -560,6 +561,17 @@ static void probe_languages(void)
 
                 if (profile_load(*n, &p, &err) < 0)
                         continue;
+                if (p->isolation == PROFILE_ISOLATION_MICROVM && vm_probe(&err) < 0)
+                        log_error("profile=%s msg=\"refused: its sessions run in microVMs, "
+                                  "which this host cannot run: %s. The other profiles are "
+                                  "served.\"",
+                                  p->name, err.msg);
+                else if (p->isolation == PROFILE_ISOLATION_MICROVM && getenv("AIRLOCK_VM_ACCEL") &&
+                         strcmp(getenv("AIRLOCK_VM_ACCEL"), "tcg") == 0)
+                        log_warn("profile=%s msg=\"microVMs run under QEMU's software emulation "
+                                 "(AIRLOCK_VM_ACCEL=tcg): slow, and a larger attack surface "
+                                 "than KVM; for development and tests only\"",
+                                 p->name);
                 const struct {
                         bool allowed;
                         const char *language, *file, *package;

@@ -40,13 +40,13 @@
 #define KEY_MAX 320
 
 static const char *const top_level_keys[] = {
-        "description", "languages", "preload", "imports", "policy",     "limits",
-        "network",     "rootfs",    "env",     "start",   "code_tools", "packages",
+        "description", "languages", "preload", "imports",    "policy",   "limits",    "network",
+        "rootfs",      "env",       "start",   "code_tools", "packages", "isolation",
 };
 
 #define TOP_LEVEL_KEYS_TEXT                                                                        \
         "description, languages, preload, imports, policy, limits, network, rootfs, env, start, "  \
-        "code_tools, packages"
+        "code_tools, packages, isolation"
 
 /* The loader and the interpreter read these before the runner installs the profile's import
  * policy, so a profile that sets them could load code the policy never sees. Every LD_ variable
@@ -467,6 +467,16 @@ static int parse_policy(const struct parse_ctx *ctx, const json_t *v, enum profi
 
         if (r >= 0)
                 *ret = which ? PROFILE_POLICY_RESTRICTED : PROFILE_POLICY_NONE;
+        return r;
+}
+
+static int parse_isolation(const struct parse_ctx *ctx, const json_t *v,
+                           enum profile_isolation *ret)
+{
+        int which, r = parse_either(ctx, "isolation", v, "namespaces", "microvm", &which);
+
+        if (r >= 0)
+                *ret = which ? PROFILE_ISOLATION_MICROVM : PROFILE_ISOLATION_NAMESPACES;
         return r;
 }
 
@@ -1223,6 +1233,13 @@ int profile_parse(const char *name, const char *source, const char *text, size_t
                         return r;
         }
 
+        v = json_object_get(root, "isolation");
+        if (v) {
+                r = parse_isolation(&ctx, v, &p->isolation);
+                if (r < 0)
+                        return r;
+        }
+
         v = json_object_get(root, "env");
         if (v) {
                 r = parse_env(&ctx, v, &p->env);
@@ -1512,12 +1529,13 @@ json_t *profile_to_json(const struct profile *p)
                           ? json_string("none")
                           : egress_policy_to_json(p->network);
         return json_pack(
-                "{s:s, s:s, s:o, s:o, s:o, s:s, s:o, s:s, s:{s:I, s:f, s:i, s:f, s:I, "
+                "{s:s, s:s, s:o, s:o, s:o, s:s, s:o, s:s, s:s, s:{s:I, s:f, s:i, s:f, s:I, "
                 "s:I, s:I}}",
                 "name", p->name, "description", p->description, "languages", langs, "preload",
                 json_strv(p->preload), "imports", p->imports ? json_strv(p->imports) : json_null(),
                 "policy", p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "network",
-                network, "start", p->start == PROFILE_START_COLD ? "cold" : "zygote", "limits",
+                network, "start", p->start == PROFILE_START_COLD ? "cold" : "zygote", "isolation",
+                p->isolation == PROFILE_ISOLATION_MICROVM ? "microvm" : "namespaces", "limits",
                 "memory_bytes", (json_int_t) p->limits.memory_bytes, "cpus",
                 p->limits.cpu_millicpus / 1000.0, "pids", (int) p->limits.pids, "timeout_s",
                 p->limits.timeout_ms / 1000.0, "output_bytes", (json_int_t) p->limits.output_bytes,

@@ -31,6 +31,10 @@
  *                                                          is a fresh exec of the runner, with
  *                                                          its own address-space layout and hash
  *                                                          secret, at the cost of the imports)
+ *     "isolation": "namespaces" | "microvm"               (namespaces: the kernel sandbox
+ *                                                          (default); microvm: each session in
+ *                                                          its own KVM guest (src/vm/vm.h), whose
+ *                                                          image `airlock profile build` makes)
  *   }
  * Unknown keys, wrong types, out-of-range limits and bad sizes are errors that name the file,
  * the key and what was expected. Profile names are [a-z0-9][a-z0-9_-]{0,63}. */
@@ -47,6 +51,11 @@
 enum profile_policy {
         PROFILE_POLICY_NONE,
         PROFILE_POLICY_RESTRICTED,
+};
+
+enum profile_isolation {
+        PROFILE_ISOLATION_NAMESPACES, /* namespaces, seccomp, Landlock, cgroups (src/jail) */
+        PROFILE_ISOLATION_MICROVM,    /* a KVM guest per session, the runner inside (src/vm) */
 };
 
 enum profile_start {
@@ -89,6 +98,7 @@ struct profile {
         char *rootfs;
         char **env; /* NULL-terminated "NAME=value" strings, never NULL */
         enum profile_start start;
+        enum profile_isolation isolation;
         /* Code Mode: the internal tools the sessions' code may call: tool names as GET
          * /v1/tools names them, a server name and "/" then "*" (all its tools), or "*";
          * NULL-terminated, never NULL (empty: none). */
@@ -129,8 +139,8 @@ int profile_list(char ***ret_names);
 struct profile *profile_free(struct profile *p);
 
 /* The profile as GET /v1/profiles and `airlock profile show` give it: {name, description,
- * languages, preload, imports, policy, network, start, limits: {memory_bytes, cpus, pids,
- * timeout_s, output_bytes, workspace_bytes, tmp_bytes}}. Not "packages" or "env", which may
+ * languages, preload, imports, policy, network, start, isolation, limits: {memory_bytes, cpus,
+ * pids, timeout_s, output_bytes, workspace_bytes, tmp_bytes}}. Not "packages" or "env", which may
  * hold credentials. A new object, or NULL when out of memory. */
 json_t *profile_to_json(const struct profile *p);
 

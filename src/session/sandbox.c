@@ -12,6 +12,7 @@
 #include "base/wire.h"
 #include "config.h"
 #include "session-internal.h"
+#include "vm/vm.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -609,13 +610,14 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         sb->runner_pidfd = -EBADF;
         sb->status_fd = -EBADF;
         sb->layer_fd = -EBADF;
+        sb->vm_sig_fd = -EBADF;
         sb->runner_path = opts->runner_path ? strdup(opts->runner_path) : sandbox_find_runner();
         if (!sb->runner_path)
                 return airlock_error_set(err, -ENOENT,
                                          "cannot find airlock-runner (set AIRLOCK_RUNNER, or "
                                          "install it in %s)",
                                          AIRLOCK_LIBEXEC_DIR);
-        if (opts->mode != JAIL_NAMESPACES) {
+        if (opts->mode != JAIL_NAMESPACES && !opts->vm_image_dir) {
                 r = workspace_make_host_dir(&sb->workdir, err);
                 if (r < 0)
                         return r;
@@ -645,7 +647,23 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         cfg.connect_ports = egress.ports;
         cfg.n_connect_ports = egress.n_ports;
         cfg.layer_dir = opts->layer_dir;
-        r = jail_spawn(features, &cfg, &sb->jail, err);
+        if (opts->vm_image_dir) {
+                /* The microVM tier: the same runner, in a guest of its own (src/vm/vm.h). */
+                struct vm_config vcfg = {
+                        .name = opts->name,
+                        .image_dir = opts->vm_image_dir,
+                        .memory_bytes = sb->memory_bytes,
+                        .cpu_millicpus = p->limits.cpu_millicpus,
+                        .nofile = p->limits.files,
+                        .nproc = p->limits.pids,
+                        .work_bytes = p->limits.workspace_bytes,
+                        .tmp_bytes = p->limits.tmp_bytes,
+                        .envp = sb->envp,
+                };
+                r = vm_start(features, &vcfg, &sb->jail, &sb->vm_sig_fd, err);
+        } else {
+                r = jail_spawn(features, &cfg, &sb->jail, err);
+        }
         if (r < 0)
                 return r;
         sb->alive = true;
@@ -1590,6 +1608,8 @@ int sandbox_interrupt(struct sandbox *sb)
          * first into a result, outside the user's code, and end the interpreter. */
         if (atomic_exchange(&sb->interrupted, true))
                 return 0;
+        if (sb->vm_sig_fd >= 0)
+                return vm_interrupt(sb->vm_sig_fd);
         pidfd = sb->runner_pidfd >= 0 ? sb->runner_pidfd : sb->jail->pidfd;
         if (pidfd >= 0) {
                 if (syscall(SYS_pidfd_send_signal, pidfd, SIGINT, NULL, 0) < 0)
@@ -1727,6 +1747,12 @@ int sandbox_egress_open(struct sandbox *sb, struct egress *egress, const char *i
         struct egress_session *es = NULL;
         int r;
 
+        /* A microVM has no network device, and its pidfd is QEMU's, in the host's namespace. */
+        if (sb->vm_sig_fd >= 0)
+                return airlock_error_set(err, -EOPNOTSUPP,
+                                         "a microVM session has no network yet: its profile "
+                                         "must say \"network\": \"none\"");
+
         r = egress_session_open(egress, sandbox_pidfd(sb), p->network, p->network,
                                 &(struct egress_session_info){ .session = id, .profile = p->name },
                                 &es, err);
@@ -1785,6 +1811,7 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
         sb->slot = slot;
         sb->runner_pidfd = runner_pidfd;
         sb->status_fd = status_fd;
+        sb->vm_sig_fd = -EBADF;
         sb->layer_fd = -EBADF;
         sb->memory_bytes = p->limits.memory_bytes;
         sb->alive = true;
@@ -1845,6 +1872,8 @@ struct sandbox *sandbox_free(struct sandbox *sb)
                 (void) close(sb->runner_pidfd);
         if (sb->status_fd >= 0)
                 (void) close(sb->status_fd);
+        if (sb->vm_sig_fd >= 0)
+                (void) close(sb->vm_sig_fd);
         if (sb->layer_fd >= 0)
                 (void) close(sb->layer_fd); /* after the jail: nothing has the layer mounted */
         if (sb->workdir)

@@ -28,6 +28,9 @@ struct sandbox_options {
         /* The profile's layer (docs/PROFILES.md): a host directory bound read-only at
          * JAIL_LAYER_PATH, its site-packages on sys.path; NULL = none. Borrowed. */
         const char *layer_dir;
+        /* A microVM profile's guest image directory (src/vm/vm.h): the runner runs in a guest
+         * of its own instead of a jail. NULL = the jail. Borrowed. */
+        const char *vm_image_dir;
 };
 
 /* The session's own site directory for pip (PYTHONUSERBASE), relative to /work: saved and

@@ -926,6 +926,12 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         for (const char *const *n = names; *n; n++) {
                 struct profile_slot *slot;
                 r = session_profile_slot(mgr, *n, &slot, err);
+                if (r == -EOPNOTSUPP) {
+                        /* A microVM profile on a host without KVM: refused, the rest served. */
+                        log_error("profile=%s msg=\"%s\"", *n, err->msg);
+                        err->msg[0] = '\0';
+                        continue;
+                }
                 if (r < 0) {
                         pthread_mutex_unlock(&mgr->lock);
                         session_manager_free(mgr);

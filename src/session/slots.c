@@ -10,6 +10,7 @@
 #include "layer/layer.h"
 #include "session-internal.h"
 #include "session-table.h"
+#include "vm/vm.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -48,6 +49,29 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
         r = profile_load(name, &p, err);
         if (r < 0)
                 return r;
+        if (p->isolation == PROFILE_ISOLATION_MICROVM) {
+                /* Refused, not served weaker: its sessions were promised a kernel of their own. */
+                struct airlock_error verr = { { 0 } };
+                r = vm_probe(&verr);
+                if (r >= 0 && p->network && p->network->mode != EGRESS_MODE_NONE) {
+                        r = airlock_error_set(err, -EOPNOTSUPP,
+                                              "profile '%s' runs sessions in microVMs, which "
+                                              "have no network yet: it must say \"network\": "
+                                              "\"none\"",
+                                              name);
+                        profile_free(p);
+                        return r;
+                }
+                if (r < 0) {
+                        r = airlock_error_set(err, -EOPNOTSUPP,
+                                              "profile '%s' runs sessions in microVMs, which "
+                                              "this host cannot run: %s. The other profiles "
+                                              "are served.",
+                                              name, verr.msg);
+                        profile_free(p);
+                        return r;
+                }
+        }
         slot = calloc(1, sizeof(*slot));
         slots = slot ? realloc(mgr->profiles, (mgr->n_profiles + 1) * sizeof(*slots)) : NULL;
         if (!slots) {
@@ -323,6 +347,28 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
         int r;
 
         (void) snprintf(name, sizeof(name), "airlock-%s", id);
+        if (p->isolation == PROFILE_ISOLATION_MICROVM) {
+                /* A cold boot of the profile's guest per session (no pool, no snapshot yet:
+                 * docs/PROFILES.md, "The microvm tier"); no network device, so no egress. */
+                char dir[4096];
+                r = vm_image_dir(mgr->cfg.state_dir, p->name, dir, sizeof(dir));
+                if (r < 0)
+                        return airlock_error_set(err, -EOPNOTSUPP,
+                                                 "profile '%s' needs its microVM image, and the "
+                                                 "daemon has no state directory to find it in "
+                                                 "(set --state-dir or AIRLOCK_VM_IMAGES)",
+                                                 p->name);
+                r = sandbox_start(mgr->cfg.features,
+                                  &(struct sandbox_options){ .mode = mgr->cfg.mode,
+                                                             .profile = p,
+                                                             .name = name,
+                                                             .runner_path = mgr->runner_path,
+                                                             .preload = false,
+                                                             .vm_image_dir = dir },
+                                  ret_sb, err);
+                /* No image yet is the host's setup, not a missing session (404). */
+                return r == -ENOENT ? -EOPNOTSUPP : r;
+        }
         if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
                 struct cgroup_limits limits = {
                         .memory_max = p->limits.memory_bytes,
@@ -402,7 +448,8 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
         pthread_mutex_lock(&mgr->lock);
         /* Every profile in use gets a warm pool, so its next create is a hand-over; profiles
          * nobody uses cost nothing. */
-        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
+        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed &&
+            slot->profile->isolation != PROFILE_ISOLATION_MICROVM)
                 slot->pool_target = mgr->cfg.pool_size;
         if (slot->pool_len > 0) {
                 /* A member of the current zygote if there is one, and a warm one before a cold

@@ -110,6 +110,13 @@ int workspace_open(struct sandbox *sb, struct airlock_error *err)
         char path[64];
         int fd;
 
+        /* A microVM's /work is inside the guest: /proc/<pid>/root of its "pid", QEMU, is the
+         * host's root, never to be written into. */
+        if (sb->vm_sig_fd >= 0)
+                return airlock_error_set(err, -EOPNOTSUPP,
+                                         "the files of a microVM session are not reachable "
+                                         "from the daemon yet: read and write them with code "
+                                         "in the session");
         if (sb->workdir)
                 fd = open(sb->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         else {

@@ -200,7 +200,7 @@ Test(shipped, visualization_values)
 
 Test(shipped, load_by_name_and_list)
 {
-        static const char *const shipped[] = { "data-science", "default", "minimal",
+        static const char *const shipped[] = { "data-science", "default", "microvm", "minimal",
                                                "visualization" };
         _cleanup_strv_free_ char **names = NULL;
         size_t found = 0;
@@ -226,6 +226,22 @@ Test(shipped, load_by_name_and_list)
                                 found++;
         }
         cr_expect_eq(found, ELEMENTSOF(shipped));
+}
+
+Test(shipped, microvm_is_default_in_a_vm)
+{
+        _cleanup_profile_ struct profile *vm = NULL, *def = NULL;
+        struct airlock_error err = { "" };
+
+        cr_assert_eq(setenv("AIRLOCK_PROFILES_DIR", SHIPPED_DIR, 1), 0);
+        cr_assert_eq(profile_load("microvm", &vm, &err), 0, "%s", err.msg);
+        cr_assert_eq(profile_load("default", &def, &err), 0, "%s", err.msg);
+        cr_expect_eq(vm->isolation, PROFILE_ISOLATION_MICROVM);
+        cr_expect_eq(def->isolation, PROFILE_ISOLATION_NAMESPACES);
+        cr_expect_eq(memcmp(&vm->limits, &def->limits, sizeof(vm->limits)), 0);
+        expect_strv_eq(vm->preload, (const char *const *) def->preload, "preload");
+        cr_expect(vm->lang_python && vm->lang_bash);
+        cr_expect_eq(vm->network->mode, EGRESS_MODE_NONE);
 }
 
 /* Parsing valid input */
@@ -333,6 +349,7 @@ Test(parse, defaults)
         cr_expect_null(p->imports);
         cr_expect_eq(p->policy, PROFILE_POLICY_NONE);
         cr_expect_eq(p->start, PROFILE_START_ZYGOTE);
+        cr_expect_eq(p->isolation, PROFILE_ISOLATION_NAMESPACES);
         cr_expect_str_eq(p->rootfs, "/");
         cr_assert_not_null(p->env);
         cr_expect_null(p->env[0]);
@@ -384,7 +401,7 @@ Test(parse, alternative_value_forms)
                 "{\"description\": \"d\", \"languages\": [\"python\"], \"imports\": [],"
                 " \"preload\": [\"a.b_c.D9\"], \"policy\": \"restricted\", \"network\": \"none\","
                 " \"rootfs\": \"/srv/rootfs\", \"env\": {\"_X1\": \"\", \"LANG\": \"C.UTF-8\"},"
-                " \"start\": \"cold\","
+                " \"start\": \"cold\", \"isolation\": \"microvm\","
                 " \"limits\": {\"memory\": 16777216, \"cpus\": 0.5, \"pids\": 8,"
                 " \"timeout\": 1.5, \"output\": \"2 kb\", \"workspace\": \"1MiB\","
                 " \"tmp\": \"1T\", \"files\": 65536}}";
@@ -400,6 +417,7 @@ Test(parse, alternative_value_forms)
         expect_strv_eq(p->env, env, "env");
         cr_expect_eq(p->policy, PROFILE_POLICY_RESTRICTED);
         cr_expect_eq(p->start, PROFILE_START_COLD);
+        cr_expect_eq(p->isolation, PROFILE_ISOLATION_MICROVM);
         cr_expect_str_eq(p->rootfs, "/srv/rootfs");
         cr_expect_eq(p->limits.memory_bytes, 16 * MIB);
         cr_expect_eq(p->limits.cpu_millicpus, 500);
@@ -498,6 +516,9 @@ static const struct bad_case bad_cases[] = {
         { WITH("\"start\": \"warm\""), "start" },
         { WITH("\"start\": false"), "start" },
         { WITH("\"start\": null"), "start" },
+        { WITH("\"isolation\": \"kvm\""), "isolation" },
+        { WITH("\"isolation\": true"), "isolation" },
+        { WITH("\"isolation\": null"), "isolation" },
         { WITH("\"network\": 0"), "network" },
         { WITH("\"network\": \"host\""), "network" },
         { WITH("\"network\": {\"mode\": \"allow\"}"), "network.allow" },

@@ -1,0 +1,380 @@
+/* airlock-vm-init: PID 1 of a microVM guest (src/vm/vm.h). Linked statically and packed into the
+ * guest's initramfs with the few kernel modules it loads. It:
+ *   1. mounts /dev, /proc and /sys of the initramfs and loads the modules /modules.list names
+ *      (virtio-mmio, virtio-blk, virtio-console, erofs, in dependency order);
+ *   2. waits for the root disk /dev/vda and the virtio-serial ports "airlock.ctl" (the runner's
+ *      wire), "airlock.out" and "airlock.err" (its stdout and stderr) and "airlock.sig" (a byte
+ *      'I' = SIGINT to the runner);
+ *   3. reads the boot configuration (bootcfg.h) from the control port;
+ *   4. mounts the EROFS root read-only, a fresh tmpfs /work and /tmp sized by the configuration,
+ *      /proc, a read-only /sys and a /dev of the five harmless character devices, and moves
+ *      into it;
+ *   5. runs the runner as it runs in the namespaces tier: its own session, stdin /dev/null,
+ *      stdout and stderr the output ports, fd 3 one end of a socketpair (the runner's wire
+ *      needs a socket: it passes fds with SCM_RIGHTS), no capabilities in any set,
+ *      no_new_privs, an unprivileged uid, RLIMIT_NOFILE/NPROC and no core dumps;
+ *   6. relays bytes between the control port and the socketpair (two children, one each way)
+ *      and turns 'I' on the signal port into SIGINT;
+ *   7. when the runner exits, kills what is left and reboots: QEMU runs with -no-reboot, so
+ *      the VM ends, and the daemon sees its VMM exit.
+ * Anything that fails before the runner runs is printed on the console and ends the VM the
+ * same way. Nothing here trusts the guest's user code: it runs as another uid and cannot
+ * signal or trace init or the relays. */
+#include "bootcfg.h"
+
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NEWROOT "/newroot"
+#define RUNNER_PATH "/opt/airlock/airlock-runner"
+#define WAIT_DEVICES_MS 10000
+
+static void die(const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) fputs("airlock-vm-init: ", stderr);
+        (void) vfprintf(stderr, fmt, ap);
+        (void) fputc('\n', stderr);
+        va_end(ap);
+        sync();
+        (void) reboot(RB_AUTOBOOT);
+        _exit(1);
+}
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+static void load_modules(void)
+{
+        FILE *f = fopen("/modules.list", "re");
+        char line[256];
+
+        if (!f)
+                return; /* a kernel with everything built in */
+        while (fgets(line, sizeof(line), f)) {
+                char path[300];
+                int fd;
+
+                line[strcspn(line, "\n")] = '\0';
+                if (!line[0])
+                        continue;
+                (void) snprintf(path, sizeof(path), "/lib/modules/%s", line);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        die("cannot open the module %s: %s", path, strerror(errno));
+                if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+                        die("cannot load the module %s: %s", path, strerror(errno));
+                (void) close(fd);
+        }
+        (void) fclose(f);
+}
+
+/* The /dev node of the virtio-serial port called name, or "" while it is not there. */
+static void find_port(const char *name, char *dev, size_t size)
+{
+        DIR *d = opendir("/sys/class/virtio-ports");
+        struct dirent *e;
+
+        dev[0] = '\0';
+        if (!d)
+                return;
+        while ((e = readdir(d))) {
+                char path[512], got[128] = "";
+                FILE *f;
+
+                if (e->d_name[0] == '.')
+                        continue;
+                (void) snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
+                f = fopen(path, "re");
+                if (!f)
+                        continue;
+                if (fgets(got, sizeof(got), f))
+                        got[strcspn(got, "\n")] = '\0';
+                (void) fclose(f);
+                if (strcmp(got, name) == 0) {
+                        (void) snprintf(dev, size, "/dev/%s", e->d_name);
+                        break;
+                }
+        }
+        (void) closedir(d);
+}
+
+static int open_port(const char *name, int flags, uint64_t deadline)
+{
+        char dev[300];
+
+        for (;;) {
+                find_port(name, dev, sizeof(dev));
+                if (dev[0]) {
+                        int fd = open(dev, flags | O_CLOEXEC);
+                        if (fd >= 0)
+                                return fd;
+                        if (errno != ENOENT)
+                                die("cannot open the port %s (%s): %s", name, dev, strerror(errno));
+                }
+                if (now_ms() > deadline)
+                        die("the virtio-serial port %s did not appear", name);
+                (void) usleep(500);
+        }
+}
+
+static void read_full(int fd, void *buf, size_t len)
+{
+        char *p = buf;
+
+        while (len > 0) {
+                ssize_t n = read(fd, p, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        die("the control port closed before the boot configuration");
+                p += n;
+                len -= (size_t) n;
+        }
+}
+
+static void mount_or_die(const char *src, const char *dst, const char *type, unsigned long flags,
+                         const char *data)
+{
+        if (mkdir(dst, 0755) < 0 && errno != EEXIST && errno != EROFS)
+                die("cannot make %s: %s", dst, strerror(errno));
+        if (mount(src, dst, type, flags, data) < 0)
+                die("cannot mount %s on %s: %s", type, dst, strerror(errno));
+}
+
+static void make_dev(void)
+{
+        static const struct {
+                const char *name;
+                unsigned minor;
+        } nodes[] = {
+                { "null", 3 }, { "zero", 5 }, { "full", 7 }, { "random", 8 }, { "urandom", 9 }
+        };
+
+        mount_or_die("dev", NEWROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+                     "size=64k,nr_inodes=64,mode=0755");
+        for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+                char path[64];
+                (void) snprintf(path, sizeof(path), NEWROOT "/dev/%s", nodes[i].name);
+                if (mknod(path, S_IFCHR | 0666, makedev(1, nodes[i].minor)) < 0 ||
+                    chmod(path, 0666) < 0) /* past the umask */
+                        die("cannot make %s: %s", path, strerror(errno));
+        }
+        (void) symlink("/proc/self/fd", NEWROOT "/dev/fd");
+        mount_or_die("shm", NEWROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=16m,mode=1777");
+}
+
+/* One direction of the control relay: blocking copies until either end closes. */
+static void relay(int from, int to)
+{
+        char buf[65536];
+
+        for (;;) {
+                ssize_t n = read(from, buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        _exit(0);
+                for (ssize_t off = 0; off < n;) {
+                        ssize_t w = write(to, buf + off, (size_t) (n - off));
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w <= 0)
+                                _exit(0);
+                        off += w;
+                }
+        }
+}
+
+static pid_t spawn_relay(int from, int to)
+{
+        pid_t pid = fork();
+
+        if (pid < 0)
+                die("cannot fork a relay: %s", strerror(errno));
+        if (pid == 0)
+                relay(from, to);
+        return pid;
+}
+
+static void drop_and_exec(const struct bootcfg *cfg, int sock, int out, int err)
+{
+        struct rlimit nofile = { cfg->nofile, cfg->nofile };
+        struct rlimit nproc = { cfg->nproc, cfg->nproc };
+        struct rlimit core = { 0, 0 };
+        char *argv[] = { "airlock-runner", NULL };
+        int null_fd;
+
+        if (setsid() < 0)
+                _exit(120);
+        null_fd = open("/dev/null", O_RDWR);
+        if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+            dup2(sock, 3) < 0)
+                _exit(121);
+        if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
+                _exit(122);
+        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_NPROC, &nproc) < 0 ||
+            setrlimit(RLIMIT_CORE, &core) < 0)
+                _exit(123);
+        for (int cap = 0; cap <= 63; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        _exit(124);
+        if (setgroups(0, NULL) < 0 || setresgid(cfg->uid, cfg->uid, cfg->uid) < 0 ||
+            setresuid(cfg->uid, cfg->uid, cfg->uid) < 0)
+                _exit(125);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0)
+                _exit(126);
+        if (chdir("/work") < 0)
+                _exit(127);
+        execve(RUNNER_PATH, argv, (char *const *) cfg->env);
+        _exit(128);
+}
+
+int main(void)
+{
+        static char cfgbuf[BOOTCFG_MAX];
+        struct bootcfg cfg;
+        const char *why = NULL;
+        char opts[128];
+        uint32_t len_le, len;
+        uint64_t deadline;
+        int ctl, out, err, sig, sv[2], sfd;
+        pid_t runner;
+        sigset_t mask;
+
+        (void) mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+        if (fcntl(2, F_GETFD) < 0) {
+                /* The initramfs has no /dev/console of its own for the kernel to open. */
+                int con = open("/dev/console", O_RDWR);
+                if (con >= 0 && con <= 2) {
+                        (void) dup2(con, 0);
+                        (void) dup2(con, 1);
+                        (void) dup2(con, 2);
+                }
+        }
+        (void) mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        (void) mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        load_modules();
+
+        deadline = now_ms() + WAIT_DEVICES_MS;
+        ctl = open_port("airlock.ctl", O_RDWR, deadline);
+        out = open_port("airlock.out", O_WRONLY, deadline);
+        err = open_port("airlock.err", O_WRONLY, deadline);
+        sig = open_port("airlock.sig", O_RDONLY | O_NONBLOCK, deadline);
+
+        read_full(ctl, &len_le, sizeof(len_le));
+        len = le32toh(len_le);
+        if (len > sizeof(cfgbuf))
+                die("the boot configuration is too large (%u bytes)", len);
+        read_full(ctl, cfgbuf, len);
+        if (bootcfg_parse(cfgbuf, len, &cfg, &why) < 0)
+                die("bad boot configuration: %s", why);
+
+        while (access("/dev/vda", F_OK) < 0) {
+                if (now_ms() > deadline)
+                        die("the root disk /dev/vda did not appear");
+                (void) usleep(500);
+        }
+        mount_or_die("/dev/vda", NEWROOT, "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL);
+        (void) snprintf(opts, sizeof(opts), "size=%llu,mode=0700,uid=%u,gid=%u",
+                        (unsigned long long) cfg.work_bytes, cfg.uid, cfg.uid);
+        mount_or_die("work", NEWROOT "/work", "tmpfs", MS_NOSUID | MS_NODEV, opts);
+        (void) snprintf(opts, sizeof(opts), "size=%llu,mode=1777",
+                        (unsigned long long) cfg.tmp_bytes);
+        mount_or_die("tmp", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts);
+        mount_or_die("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "hidepid=2");
+        mount_or_die("sysfs", NEWROOT "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     NULL);
+        make_dev();
+        if (chdir(NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
+            chdir("/") < 0)
+                die("cannot move into the root: %s", strerror(errno));
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                die("socketpair: %s", strerror(errno));
+        (void) sigemptyset(&mask);
+        (void) sigaddset(&mask, SIGCHLD);
+        (void) sigprocmask(SIG_BLOCK, &mask, NULL);
+        sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0)
+                die("signalfd: %s", strerror(errno));
+
+        runner = fork();
+        if (runner < 0)
+                die("cannot fork the runner: %s", strerror(errno));
+        if (runner == 0) {
+                (void) sigprocmask(SIG_UNBLOCK, &mask, NULL);
+                drop_and_exec(&cfg, sv[1], out, err);
+        }
+        (void) close(sv[1]);
+        (void) spawn_relay(ctl, sv[0]);
+        (void) spawn_relay(sv[0], ctl);
+        (void) close(sv[0]);
+
+        for (;;) {
+                struct pollfd pfd[2] = { { sfd, POLLIN, 0 }, { sig, POLLIN, 0 } };
+                int status;
+                pid_t pid;
+
+                if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+                        die("poll: %s", strerror(errno));
+                if (pfd[1].revents & POLLIN) {
+                        char b[64];
+                        ssize_t n = read(sig, b, sizeof(b));
+                        for (ssize_t i = 0; i < n; i++)
+                                if (b[i] == 'I')
+                                        (void) kill(runner, SIGINT);
+                }
+                if (pfd[0].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof(si)) > 0)
+                                ;
+                }
+                while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                        if (pid != runner)
+                                continue;
+                        if (WIFEXITED(status))
+                                (void) fprintf(stderr, "airlock-vm-init: the runner exited: %d\n",
+                                               WEXITSTATUS(status));
+                        else if (WIFSIGNALED(status))
+                                (void) fprintf(stderr,
+                                               "airlock-vm-init: the runner was killed "
+                                               "by signal %d\n",
+                                               WTERMSIG(status));
+                        (void) kill(-1, SIGKILL);
+                        sync();
+                        (void) reboot(RB_AUTOBOOT);
+                        _exit(0);
+                }
+        }
+}

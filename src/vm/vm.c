@@ -1,0 +1,416 @@
+/* See vm.h. */
+#include "vm.h"
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "bootcfg.h"
+#include "jail/cgroup.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The channels, in the order of their fds in QEMU (3, 4, 5, 6) and of their ports' names. */
+enum { CH_CTL, CH_OUT, CH_ERR, CH_SIG, CH_COUNT };
+static const char *const channel_names[CH_COUNT] = { "airlock.ctl", "airlock.out", "airlock.err",
+                                                     "airlock.sig" };
+
+static const char *qemu_binary(void)
+{
+        const char *q = getenv("AIRLOCK_QEMU");
+
+        return q && *q ? q : "qemu-system-x86_64";
+}
+
+static bool use_tcg(void)
+{
+        const char *a = getenv("AIRLOCK_VM_ACCEL");
+
+        return a && strcmp(a, "tcg") == 0;
+}
+
+/* Whether name runs: a path, or found on PATH. */
+static bool is_runnable(const char *name)
+{
+        const char *path = getenv("PATH");
+        char buf[4096];
+
+        if (strchr(name, '/'))
+                return access(name, X_OK) == 0;
+        if (!path)
+                path = "/usr/bin:/bin";
+        while (*path) {
+                size_t n = strcspn(path, ":");
+                if (n > 0 &&
+                    (size_t) snprintf(buf, sizeof(buf), "%.*s/%s", (int) n, path, name) <
+                            sizeof(buf) &&
+                    access(buf, X_OK) == 0)
+                        return true;
+                path += n + (path[n] == ':');
+        }
+        return false;
+}
+
+int vm_probe(struct airlock_error *err)
+{
+        const char *dev = getenv("AIRLOCK_KVM_DEVICE");
+        _cleanup_close_ int kvm = -EBADF;
+        int version, vmfd;
+
+        if (!dev || !*dev)
+                dev = VM_KVM_DEVICE;
+        if (!is_runnable(qemu_binary()))
+                return airlock_error_set(err, -ENOENT,
+                                         "QEMU (%s) is not installed: install Debian's "
+                                         "qemu-system-x86, or set AIRLOCK_QEMU",
+                                         qemu_binary());
+        if (use_tcg())
+                return 0;
+        kvm = open(dev, O_RDWR | O_CLOEXEC);
+        if (kvm < 0)
+                return airlock_error_set(err, -errno,
+                                         "KVM is not usable: %s: %s (load kvm_intel or kvm_amd, "
+                                         "enable virtualisation in the firmware or, in a VM, "
+                                         "nested virtualisation, and give the daemon access "
+                                         "to the device)",
+                                         dev, strerror(errno));
+        version = ioctl(kvm, KVM_GET_API_VERSION, 0);
+        if (version != KVM_API_VERSION)
+                return airlock_error_set(err, -ENODEV,
+                                         "KVM is not usable: %s answers API version %d, not %d",
+                                         dev, version, KVM_API_VERSION);
+        vmfd = ioctl(kvm, KVM_CREATE_VM, 0);
+        if (vmfd < 0)
+                return airlock_error_set(err, -errno,
+                                         "KVM is not usable: %s cannot create a VM: %s", dev,
+                                         strerror(errno));
+        (void) close(vmfd);
+        return 0;
+}
+
+int vm_image_dir(const char *state_dir, const char *profile, char *buf, size_t size)
+{
+        const char *env = getenv("AIRLOCK_VM_IMAGES");
+        int n;
+
+        if (env && *env)
+                n = snprintf(buf, size, "%s/%s", env, profile);
+        else if (state_dir)
+                n = snprintf(buf, size, "%s/vm/%s", state_dir, profile);
+        else
+                return -ENOENT;
+        return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* The host's TSC in kHz, for a TCG guest that cannot calibrate it (no PIT, HPET or kvmclock
+ * in the microvm machine); 0 when unknown. */
+static unsigned long tsc_khz(void)
+{
+        FILE *f = fopen("/proc/cpuinfo", "re");
+        char line[256];
+        double mhz = 0;
+
+        if (!f)
+                return 0;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "cpu MHz : %lf", &mhz) == 1)
+                        break;
+        (void) fclose(f);
+        return (unsigned long) (mhz * 1000);
+}
+
+/* argv for QEMU. Strings live in store (each at most 512 bytes). */
+#define ARGV_MAX 64
+struct qemu_argv {
+        char *argv[ARGV_MAX + 1];
+        char store[24][512];
+        size_t n, n_store;
+};
+
+static void arg(struct qemu_argv *a, const char *s)
+{
+        if (a->n < ARGV_MAX)
+                a->argv[a->n++] = (char *) s;
+}
+
+static int argf(struct qemu_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int argf(struct qemu_argv *a, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (a->n_store >= sizeof(a->store) / sizeof(a->store[0]))
+                return -E2BIG;
+        va_start(ap, fmt);
+        n = vsnprintf(a->store[a->n_store], sizeof(a->store[0]), fmt, ap);
+        va_end(ap);
+        if (n < 0 || (size_t) n >= sizeof(a->store[0]))
+                return -ENAMETOOLONG;
+        arg(a, a->store[a->n_store++]);
+        return 0;
+}
+
+static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
+{
+        bool tcg = use_tcg();
+        unsigned cpus = cfg->cpu_millicpus > 1000 ? (cfg->cpu_millicpus + 999) / 1000 : 1;
+        const char *console = getenv("AIRLOCK_VM_CONSOLE");
+        unsigned long khz = tcg ? tsc_khz() : 0;
+        char tsc[64] = "";
+        int r = 0;
+
+        if (khz)
+                (void) snprintf(tsc, sizeof(tsc), " tsc_early_khz=%lu tsc=reliable", khz);
+        arg(a, qemu_binary());
+        /* KVM: no legacy timers or interrupt controller (kvmclock and the LAPIC do); TCG
+         * needs the PIT to boot. */
+        arg(a, "-M");
+        arg(a, tcg ? "microvm,rtc=off" : "microvm,rtc=off,pit=off,pic=off");
+        arg(a, "-accel");
+        arg(a, tcg ? "tcg" : "kvm");
+        arg(a, "-cpu");
+        arg(a, tcg ? "max" : "host");
+        arg(a, "-m");
+        r |= argf(a, "%llum", (unsigned long long) (cfg->memory_bytes >> 20));
+        arg(a, "-smp");
+        r |= argf(a, "%u", cpus);
+        arg(a, "-nodefaults");
+        arg(a, "-no-user-config");
+        arg(a, "-display");
+        arg(a, "none");
+        arg(a, "-no-reboot");
+        arg(a, "-serial");
+        if (console && *console)
+                r |= argf(a, "file:%s", console);
+        else
+                arg(a, "none");
+        arg(a, "-sandbox");
+        arg(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        arg(a, "-kernel");
+        r |= argf(a, "%s/vmlinuz", cfg->image_dir);
+        arg(a, "-initrd");
+        r |= argf(a, "%s/initrd.cpio", cfg->image_dir);
+        arg(a, "-append");
+        r |= argf(a, "console=ttyS0 quiet reboot=t panic=-1 random.trust_cpu=on%s", tsc);
+        arg(a, "-drive");
+        r |= argf(a, "id=root,file=%s/root.erofs,format=raw,if=none,readonly=on", cfg->image_dir);
+        arg(a, "-device");
+        arg(a, "virtio-blk-device,drive=root");
+        /* Port 0 is the bus's console: the four channels are ports 1 to 4. */
+        arg(a, "-device");
+        arg(a, "virtio-serial-device,max_ports=5");
+        for (int i = 0; i < CH_COUNT; i++) {
+                arg(a, "-chardev");
+                r |= argf(a, "socket,id=ch%d,fd=%d", i, 3 + i);
+                arg(a, "-device");
+                r |= argf(a, "virtserialport,chardev=ch%d,name=%s", i, channel_names[i]);
+        }
+        a->argv[a->n] = NULL;
+        return r ? -ENAMETOOLONG : 0;
+}
+
+static int send_bootcfg(int fd, const struct vm_config *cfg)
+{
+        _cleanup_free_ char *buf = malloc(4 + BOOTCFG_MAX);
+        size_t pos = 0;
+        uint32_t len_le;
+        char num[32];
+        int r = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        /* The sandbox user of src/jail/mount.c's /etc/passwd, in the guest's image too. */
+        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "uid", "1000");
+        (void) snprintf(num, sizeof(num), "%u", cfg->nofile);
+        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "nofile", num);
+        (void) snprintf(num, sizeof(num), "%u", cfg->nproc);
+        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "nproc", num);
+        (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->work_bytes);
+        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "work", num);
+        (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->tmp_bytes);
+        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "tmp", num);
+        for (char *const *e = cfg->envp; e && *e; e++)
+                r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "env", *e);
+        if (r)
+                return -E2BIG;
+        len_le = htole32((uint32_t) pos);
+        memcpy(buf, &len_le, 4);
+        for (size_t off = 0; off < pos + 4;) {
+                ssize_t n = send(fd, buf + off, pos + 4 - off, MSG_NOSIGNAL);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                off += (size_t) n;
+        }
+        return 0;
+}
+
+int vm_start(const struct jail_features *features, const struct vm_config *cfg,
+             struct jail **ret_jail, int *ret_sig_fd, struct airlock_error *err)
+{
+        int ours[CH_COUNT], theirs[CH_COUNT], go[2] = { -EBADF, -EBADF };
+        struct cgroup *cg = NULL;
+        struct qemu_argv a = { 0 };
+        struct jail *j = NULL;
+        char path[4096];
+        pid_t pid;
+        int pidfd = -EBADF, null_fd = -EBADF, r;
+
+        for (int i = 0; i < CH_COUNT; i++)
+                ours[i] = theirs[i] = -EBADF;
+        if ((size_t) snprintf(path, sizeof(path), "%s/root.erofs", cfg->image_dir) >=
+                    sizeof(path) ||
+            access(path, R_OK) < 0)
+                return airlock_error_set(err, -ENOENT,
+                                         "the microVM image %s is missing: build it with "
+                                         "`airlock profile build %s` (and the daemon's "
+                                         "--state-dir, or AIRLOCK_VM_IMAGES)",
+                                         path,
+                                         strrchr(cfg->image_dir, '/')
+                                                 ? strrchr(cfg->image_dir, '/') + 1
+                                                 : cfg->image_dir);
+        r = build_argv(cfg, &a);
+        if (r < 0)
+                return airlock_error_set(err, r, "the microVM's QEMU command line is too long");
+        for (int i = 0; i < CH_COUNT; i++) {
+                int sv[2];
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+                        r = airlock_error_set(err, -errno, "socketpair: %s", strerror(errno));
+                        goto fail;
+                }
+                ours[i] = sv[0];
+                theirs[i] = sv[1];
+        }
+        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null_fd < 0) {
+                r = airlock_error_set(err, -errno, "/dev/null: %s", strerror(errno));
+                goto fail;
+        }
+        if (pipe2(go, O_CLOEXEC) < 0) {
+                r = airlock_error_set(err, -errno, "pipe: %s", strerror(errno));
+                goto fail;
+        }
+        if (features->cgroups.version != CGROUP_NONE) {
+                struct cgroup_limits limits = {
+                        .memory_max = cfg->memory_bytes + VM_OVERHEAD_BYTES,
+                        .pids_max = 0, /* QEMU's threads; the guest's processes are not here */
+                        .cpu_millicpus = cfg->cpu_millicpus,
+                };
+                r = cgroup_create(&features->cgroups, cfg->name, &limits, &cg, err);
+                if (r < 0)
+                        goto fail;
+        }
+
+        pid = fork();
+        if (pid < 0) {
+                r = airlock_error_set(err, -errno, "fork: %s", strerror(errno));
+                goto fail;
+        }
+        if (pid == 0) {
+                /* The child: wait until the parent has put it into the cgroup, put the
+                 * channels at fds 3..6, close everything else, exec QEMU. */
+                char b;
+                int hi[CH_COUNT];
+                sigset_t all;
+                (void) sigemptyset(&all);
+                (void) sigprocmask(SIG_SETMASK, &all, NULL);
+                if (read(go[0], &b, 1) != 1)
+                        _exit(127);
+                for (int i = 0; i < CH_COUNT; i++) {
+                        hi[i] = fcntl(theirs[i], F_DUPFD_CLOEXEC, 64);
+                        if (hi[i] < 0)
+                                _exit(127);
+                }
+                for (int i = 0; i < CH_COUNT; i++)
+                        if (dup2(hi[i], 3 + i) < 0)
+                                _exit(127);
+                /* Nothing of the daemon's terminal: QEMU's stdin is /dev/null (its output
+                 * goes to the daemon's log). */
+                if (dup2(null_fd, 0) < 0)
+                        _exit(127);
+                (void) syscall(SYS_close_range, 3u + CH_COUNT, ~0u, 0u);
+                (void) setpgid(0, 0);
+                execvp(a.argv[0], a.argv);
+                _exit(127);
+        }
+        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (cg && cgroup_attach(cg, pid) < 0) {
+                r = airlock_error_set(err, -EIO, "cannot put QEMU into its cgroup");
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                goto fail;
+        }
+        if (write(go[1], "g", 1) != 1) {
+                r = airlock_error_set(err, -EIO, "cannot start QEMU");
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                goto fail;
+        }
+        for (int i = 0; i < CH_COUNT; i++)
+                theirs[i] = safe_close_fd(theirs[i]);
+        (void) close(go[0]);
+        (void) close(go[1]);
+        go[0] = go[1] = -EBADF;
+        null_fd = safe_close_fd(null_fd);
+
+        r = send_bootcfg(ours[CH_CTL], cfg);
+        if (r < 0) {
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                r = airlock_error_set(err, r, "cannot send the guest its configuration: %s",
+                                      strerror(-r));
+                goto fail;
+        }
+        /* No host uid runs the guest's code: nobody's, should anything ask. */
+        r = jail_adopt(pid, pidfd, ours[CH_CTL], ours[CH_OUT], ours[CH_ERR], 65534, cg, &j);
+        if (r < 0) {
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                goto fail;
+        }
+        /* QEMU is our child: jail_wait() reaps it. */
+        j->adopted = false;
+        j->has_pidns = false;
+        *ret_sig_fd = ours[CH_SIG];
+        *ret_jail = j;
+        log_debug("msg=\"microVM started\" name=%s pid=%d accel=%s", cfg->name, (int) pid,
+                  use_tcg() ? "tcg" : "kvm");
+        return 0;
+
+fail:
+        (void) safe_close_fd(pidfd);
+        (void) safe_close_fd(null_fd);
+        for (int i = 0; i < CH_COUNT; i++) {
+                (void) safe_close_fd(ours[i]);
+                (void) safe_close_fd(theirs[i]);
+        }
+        (void) safe_close_fd(go[0]);
+        (void) safe_close_fd(go[1]);
+        if (cg) {
+                (void) cgroup_destroy(cg);
+                (void) cgroup_free(cg);
+        }
+        return r;
+}
+
+int vm_interrupt(int sig_fd)
+{
+        ssize_t n;
+
+        do
+                n = send(sig_fd, "I", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        return n == 1 ? 0 : -errno;
+}

@@ -1,0 +1,65 @@
+/* The microVM tier (docs/PROFILES.md, "The microvm tier"): a session of a profile whose
+ * "isolation" is "microvm" runs its runner in a KVM guest of its own, under QEMU's `microvm`
+ * machine from Debian, instead of in the namespaces sandbox of src/jail. The guest is the
+ * image `airlock profile build` makes (guest-image.sh): a Debian cloud kernel, an initramfs with
+ * our init (init.c) and the profile's root filesystem as a read-only EROFS disk.
+ *
+ * The runner speaks the same wire as in the namespaces tier. Its four channels are
+ * virtio-serial ports, each a socketpair end handed to QEMU (`-chardev socket,fd=N`): the
+ * control socket (init relays it to a socketpair in the guest), stdout, stderr, and a signal
+ * port (a byte 'I' is SIGINT to the runner). vm_start() returns them as a struct jail, so the
+ * session's driver (src/session/sandbox.c) drives a VM exactly as it drives a jail: the "pid"
+ * is QEMU's, whose exit ends the session, and a kill kills QEMU.
+ *
+ * QEMU runs in a cgroup of its own (the guest's memory plus VM_OVERHEAD_BYTES), with its
+ * seccomp sandbox (`-sandbox on`, no spawning, no privilege changes), no network device, and
+ * the guest's memory the profile's limit. Inside, init drops the runner's privileges as the
+ * jail does (bootcfg.h): the guest is a second wall, not the only one. */
+#pragma once
+
+#include "base/error.h"
+#include "jail/jail.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* What QEMU itself may use above the guest's memory before its cgroup's limit. */
+#define VM_OVERHEAD_BYTES (256ull << 20)
+
+/* The device probed for KVM; tests point AIRLOCK_KVM_DEVICE elsewhere to simulate a host
+ * without it. */
+#define VM_KVM_DEVICE "/dev/kvm"
+
+struct vm_config {
+        const char *name;      /* cgroup name, e.g. "airlock-<id>" */
+        const char *image_dir; /* vmlinuz, initrd.cpio, root.erofs (guest-image.sh) */
+        uint64_t memory_bytes; /* the guest's RAM */
+        uint32_t cpu_millicpus;
+        uint32_t nofile, nproc;
+        uint64_t work_bytes, tmp_bytes;
+        char *const *envp; /* the runner's environment (NULL-terminated) */
+};
+
+/* Whether this host can run microVM sessions: KVM at $AIRLOCK_KVM_DEVICE or /dev/kvm answers
+ * KVM_GET_API_VERSION and creates a VM, and QEMU ($AIRLOCK_QEMU or qemu-system-x86_64 on
+ * PATH) is there. With AIRLOCK_VM_ACCEL=tcg (development and tests on hosts without KVM)
+ * QEMU's software emulation stands in for KVM: slow, and a larger attack surface (the
+ * daemon's log says so). Returns 0, or -errno with err saying what is missing and what to
+ * do. */
+int vm_probe(struct airlock_error *err);
+
+/* The directory of a profile's guest image: $AIRLOCK_VM_IMAGES/<profile> when set, else
+ * <state_dir>/vm/<profile>. Writes into buf (size bytes). Returns 0, -ENOENT when neither is
+ * known, -ENAMETOOLONG. */
+int vm_image_dir(const char *state_dir, const char *profile, char *buf, size_t size);
+
+/* Starts the guest and hands it its boot configuration. On success *ret_jail is a jail whose
+ * pid and pidfd are QEMU's and whose fds are the runner's channels (the runner has not
+ * answered anything yet: the caller sends "init" as to any runner), and *ret_sig_fd is the
+ * signal port (vm_interrupt). Returns 0 or -errno with err set (no image: built by `airlock
+ * profile build`; QEMU missing; a cgroup that cannot be made). */
+int vm_start(const struct jail_features *features, const struct vm_config *cfg,
+             struct jail **ret_jail, int *ret_sig_fd, struct airlock_error *err);
+
+/* Asks the guest's init to send SIGINT to the runner. Returns 0 or -errno. */
+int vm_interrupt(int sig_fd);
