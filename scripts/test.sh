@@ -54,6 +54,10 @@ lane_b() {
         # A cluster on one machine (scripts/cluster.sh): three nodes in network namespaces
         # behind nginx, the SDKs of tests/mcp through its front door (tests/mcp/cluster.test.mjs).
         run $py -m pytest -q -p no:cacheprovider tests/cluster
+        # The microVM tier (tests/e2e/test_microvm.py): its guest image build and cold boots
+        # (minutes under QEMU's emulation where the host has no KVM) run in this lane, beside
+        # the rest of the e2e suite.
+        run $py -m pytest -q -p no:cacheprovider tests/e2e/test_microvm.py
         # The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to
         # tests/ui/artefacts/.
         run $py -m pytest -q -p no:cacheprovider tests/ui
@@ -61,11 +65,11 @@ lane_b() {
 }
 lane_b > "$lane_log" 2>&1 &
 lane_b_pid=$!
-run $py -m pytest -q -p no:cacheprovider tests/e2e
+run $py -m pytest -q -p no:cacheprovider tests/e2e --deselect tests/e2e/test_microvm.py
 lane_b_status=0
 wait $lane_b_pid || lane_b_status=$?
 echo
-echo "==== the second lane (Python client, node clients, cluster, dashboard), run beside the e2e suite"
+echo "==== the second lane (Python client, node clients, cluster, microVM, dashboard), run beside the e2e suite"
 cat "$lane_log"
 rm -f "$lane_log"
 [ $lane_b_status -eq 0 ] || status=1
