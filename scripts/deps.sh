@@ -48,6 +48,11 @@ packages=(
         # initramfs; the guest kernel itself is unpacked by scripts/vm-kernel.sh
         qemu-system-x86 erofs-utils cpio
 )
+# `kubectl kustomize packaging/kubernetes` (tests/e2e/test_kubernetes_manifests.py): Debian's
+# kubernetes-client, unless a kubectl is already there (another package's, such as Google's).
+if ! command -v kubectl >/dev/null; then
+        packages+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -418,8 +418,6 @@ def test_the_daemon_takes_the_statefulsets_arguments(tmp_path):
     binary = os.environ.get("AIRLOCK_BIN")
     if os.geteuid() != 0 or not binary or not shutil.which("unshare") or not shutil.which("curl"):
         pytest.skip("needs root, AIRLOCK_BIN, unshare and curl")
-    if b"--peers" not in Path(binary).read_bytes():
-        pytest.skip("the airlock binary has no --node/--peers (issue 26's daemon side)")
     base = render(KUBECTLS[0], K8S)
     sts = one(base, "StatefulSet", "airlock")
     c = container(sts)
