@@ -1,10 +1,7 @@
 """airlock as a cluster on one machine (scripts/cluster.sh, docs/KUBERNETES.md): three nodes behind
 the front door. Creates spread, every client surface works through the one URL, a node that is
 killed, drained or hung costs only its own sessions (503 naming it, Retry-After) until it is
-back, and forged ids never reach an address taken from them.
-
-Tests that need ids carrying their node (airlock serve --node, issue 26's daemon side) skip,
-saying so, against a binary without it."""
+back, and forged ids never reach an address taken from them."""
 import json
 import os
 import re

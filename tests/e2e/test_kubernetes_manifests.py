@@ -422,27 +422,16 @@ def test_the_daemon_takes_the_statefulsets_arguments(tmp_path):
     sts = one(base, "StatefulSet", "airlock")
     c = container(sts)
     state = tmp_path / "state"
-    help_text = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True).stdout
     (tmp_path / "mcp").mkdir()
     (tmp_path / "mcp" / "mcp.json").write_text(configmap(base, "airlock-mcp")["data"]["mcp.json"])
     values = {"POD_NAME": "airlock-0", "POD_IP": "127.0.0.1", "AIRLOCK_MAX_SESSIONS": "4",
               "AIRLOCK_PUBLIC_HOST": "airlock.airlock.svc"}
     args = []
-    skip_value = False
     for a in c["args"]:
-        if skip_value:
-            skip_value = False
-            continue
-        # The one flag of issue 26's daemon side still to come: left out until the binary has it.
-        if a == "--trusted-proxies" and "--trusted-proxies" not in help_text:
-            skip_value = True
-            continue
         a = re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], a)
         a = a.replace("/var/lib/airlock", str(state)).replace("/etc/airlock/mcp", str(tmp_path / "mcp"))
         args.append(a)
     probe = c["readinessProbe"]["httpGet"]["path"]
-    if probe.encode() not in Path(binary).read_bytes():
-        probe = "/healthz"  # the daemon side of issue 26 has not brought /readyz yet
     script = f"""
         set -u
         ip link set lo up
