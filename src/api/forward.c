@@ -472,11 +472,17 @@ static enum MHD_Result copy_arg(void *cls, enum MHD_ValueKind kind, const char *
         (void) kind;
         k = snprintf(q->buf + q->len, q->size - q->len, "%s%s%s%s", q->len ? "&" : "?", key,
                      value ? "=" : "", value ? value : "");
-        if (k < 0 || (size_t) k >= q->size - q->len)
+        if (k < 0 || (size_t) k >= q->size - q->len) {
                 q->overflow = true;
-        else
-                q->len += (size_t) k;
-        return q->overflow ? MHD_NO : MHD_YES;
+                return MHD_NO;
+        }
+        /* libmicrohttpd turned each '+' into ' ' (an escaped one stays "%2B"): '+' again, as
+         * sent. A space has no place in a URL (libcurl refuses it). */
+        for (size_t i = q->len; i < q->len + (size_t) k; i++)
+                if (q->buf[i] == ' ')
+                        q->buf[i] = '+';
+        q->len += (size_t) k;
+        return MHD_YES;
 }
 
 int api_forward_url(struct api_request *req, const char *addr, char *buf, size_t size)

@@ -247,6 +247,20 @@ def test_forwarded_files_upload_and_download(cluster, on_n1):
     assert cluster["n1"].get(f"/v1/sessions/{on_n1}/files/data.bin").content == data
 
 
+def test_a_forwarded_query_keeps_its_plus_signs(cluster, on_n1):
+    # libmicrohttpd turns a query's '+' into ' ' before airlock sees it: the forwarded URL
+    # must carry it again as '+' (a space in a URL is refused, and the peer decodes it itself)
+    n0, n1 = cluster["n0"], cluster["n1"]
+    r = n1.put(f"/v1/sessions/{on_n1}/files/a%20b/c.txt", data=b"c")
+    assert r.status_code in (200, 201), n1.why(r)
+    here = n1.get(f"/v1/sessions/{on_n1}/files", params={"dir": "a b"})
+    assert here.status_code == 200, n1.why(here)
+    assert "+" in here.url, here.url  # requests sends the space as '+'
+    there = n0.get(f"/v1/sessions/{on_n1}/files", params={"dir": "a b"})
+    assert there.status_code == 200, n0.why(there)
+    assert there.json() == here.json()
+
+
 def test_forwarded_openai_container_and_file(cluster):
     n0, n1 = cluster["n0"], cluster["n1"]
     cid = n1.post("/v1/containers", json={"name": "c"}).json()["id"]
