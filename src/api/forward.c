@@ -426,6 +426,8 @@ static int add_send(struct forward *f, const char *line)
         return 0;
 }
 
+/* X-Forwarded-For is replaced by the client this node saw (forward_setup()): the peer may
+ * trust this node as a proxy, and a client's own claim is not this node's word. */
 static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                    const char *value)
 {
@@ -438,6 +440,7 @@ static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const cha
                                             "TE",
                                             "Upgrade",
                                             "Proxy-Connection",
+                                            "X-Forwarded-For",
                                             FORWARDED_BY_HEADER };
         struct forward *f = cls;
         char line[8192];
@@ -499,9 +502,17 @@ int api_forward_url(struct api_request *req, const char *addr, char *buf, size_t
         return 0;
 }
 
+void api_forward_client_header(struct api_request *req, char *buf, size_t size)
+{
+        char addr[INET6_ADDRSTRLEN + 8];
+
+        api_client_address(req, addr, sizeof(addr));
+        (void) snprintf(buf, size, "X-Forwarded-For: %s", addr);
+}
+
 static int forward_setup(struct forward *f, struct api_request *req)
 {
-        char line[NODE_NAME_MAX + 64];
+        char line[NODE_NAME_MAX + INET6_ADDRSTRLEN + 64];
         const char *m = req->method;
         int r;
 
@@ -511,6 +522,9 @@ static int forward_setup(struct forward *f, struct api_request *req)
         if (MHD_get_connection_values(req->conn, MHD_HEADER_KIND, copy_header, f) < 0 || !f->send)
                 return -ENOMEM;
         (void) snprintf(line, sizeof(line), FORWARDED_BY_HEADER ": %s", node_self());
+        if (add_send(f, line) < 0)
+                return -ENOMEM;
+        api_forward_client_header(req, line, sizeof(line));
         if (add_send(f, line) < 0 || add_send(f, "Expect:") < 0 ||
             (!f->saw_accept && add_send(f, "Accept:") < 0) ||
             (!f->saw_type && add_send(f, "Content-Type:") < 0))

@@ -567,6 +567,33 @@ def test_trusted_proxies_are_exempt_from_the_cap_and_name_the_client(tmp_path):
         d.stop()
 
 
+def test_a_forwarded_request_names_the_client_its_node_saw_not_one_it_claimed():
+    # t1 trusts its peer t0 as a proxy (as scripts/cluster.sh and the manifests do); t0 trusts
+    # nobody. A client talking to t0 directly claims an address in X-Forwarded-For: t0 must not
+    # pass the claim on as if it had checked it, or t1 logs the client's word as its address.
+    p0, p1 = free_port(), free_port()
+    peers = f"t0=127.0.0.1:{p0},t1=127.0.0.1:{p1}"
+    t0 = start(node_daemon("t0", p0, peers))
+    try:
+        t1 = start(node_daemon("t1", p1, peers, extra=("--trusted-proxies", "127.0.0.1/32")))
+    except BaseException:
+        t0.stop()
+        raise
+    try:
+        sid = t1.create_session()
+        before = t1.log_size()
+        r = t0.get(f"/v1/sessions/{sid}", headers={"X-Forwarded-For": "198.51.100.9"})
+        assert r.status_code == 200 and r.json()["node"] == "t1", t0.why(r)
+        t1.wait_log(f"path=\"/v1/sessions/{sid}\"", 5)
+        lines = [x for x in t1.log_since(before).splitlines() if f"/v1/sessions/{sid}" in x]
+        assert lines and all("198.51.100.9" not in x for x in lines), lines
+        assert any("client=127.0.0.1" in x for x in lines), lines
+        t1.delete(f"/v1/sessions/{sid}")
+    finally:
+        t0.stop()
+        t1.stop()
+
+
 def _serve_log_until(argv, env, needle, timeout=60):
     """Starts argv, returns its output once needle appears (or it exits), then ends it (by
     its pid)."""
