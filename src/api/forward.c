@@ -221,6 +221,7 @@ struct forward {
         bool closed;          /* nobody reads the answer any more: end the transfer */
         bool cut;             /* the transfer failed after the head: the reply ends in error */
         long status;
+        long long length;        /* the answer's Content-Length, -1 when it has none */
         struct curl_slist *head; /* the answer's headers to pass on, "Name: value" */
         CURLcode rc;
         char errbuf[CURL_ERROR_SIZE];
@@ -308,6 +309,15 @@ static size_t on_head(char *data, size_t size, size_t n, void *userdata)
                 /* A new answer (after a 100 Continue): its own headers only. */
                 curl_slist_free_all(f->head);
                 f->head = NULL;
+                f->length = -1;
+        } else if (k > 15 && strncasecmp(data, "Content-Length:", 15) == 0) {
+                char *end;
+                long long v;
+
+                errno = 0;
+                v = strtoll(data + 15, &end, 10);
+                if (errno == 0 && v >= 0 && end > data + 15)
+                        f->length = v;
         } else if (k == 0) {
                 (void) curl_easy_getinfo(f->curl, CURLINFO_RESPONSE_CODE, &code);
                 if (code >= 200) {
@@ -616,6 +626,7 @@ int api_forward_run(struct api_request *req)
         f->body_len = req->body_len;
         req->body_len = req->body_size = 0;
         f->refs = 1;
+        f->length = -1;
 
         r = forward_setup(f, req);
         if (r < 0) {
@@ -669,9 +680,15 @@ int api_forward_run(struct api_request *req)
         pthread_mutex_unlock(&f->lock);
 
         /* From here the reply owns the handler's reference: MHD calls forward_reply_gone()
-         * when it is done with it, also when queueing fails. */
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, FORWARD_BLOCK_SIZE, forward_read,
-                                                 f, forward_reply_gone);
+         * when it is done with it, also when queueing fails. A HEAD's answer has a length and
+         * no body: of unknown size, libmicrohttpd would send it chunked with the closing
+         * "0" chunk, a body where none may be, which the next answer on the connection (a
+         * front door's reused one, another client's) would be read from. */
+        resp = MHD_create_response_from_callback(strcmp(req->method, "HEAD") != 0 ? MHD_SIZE_UNKNOWN
+                                                 : f->length >= 0 ? (uint64_t) f->length
+                                                                  : 0,
+                                                 FORWARD_BLOCK_SIZE, forward_read, f,
+                                                 forward_reply_gone);
         if (!resp) {
                 forward_reply_gone(f);
                 return -ENOMEM;

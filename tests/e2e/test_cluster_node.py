@@ -261,6 +261,43 @@ def test_a_forwarded_query_keeps_its_plus_signs(cluster, on_n1):
     assert there.json() == here.json()
 
 
+def _raw_exchange(d, request):
+    """Sends request (bytes) on one connection; returns all it gets until 3 s of silence."""
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=3)
+    s.sendall(request)
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    finally:
+        s.close()
+    return got
+
+
+def test_a_forwarded_head_has_no_body_and_the_next_answer_is_intact(cluster, on_n1):
+    # a HEAD's answer ends with its headers: a chunked one with its "0" chunk would put bytes
+    # on the connection that the next answer (a front door's reused connection) is read from
+    n0, n1 = cluster["n0"], cluster["n1"]
+    status, headers, _ = n1.raw("HEAD", f"/v1/sessions/{on_n1}")
+    assert status == 200
+    length = headers.get("content-length")
+    got = _raw_exchange(n0, (f"HEAD /v1/sessions/{on_n1} HTTP/1.1\r\nHost: {n0.host}\r\n"
+                             f"Authorization: Bearer {TOKEN}\r\n\r\n"
+                             f"GET /healthz HTTP/1.1\r\nHost: {n0.host}\r\n\r\n").encode())
+    head, _, rest = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), got
+    assert b"transfer-encoding" not in head.lower(), head
+    assert rest.startswith(b"HTTP/1.1 200"), got
+    assert b'"status":"ok"' in rest, got
+    if length is not None:
+        assert f"Content-Length: {length}".encode() in head, (head, length)
+
+
 def test_forwarded_openai_container_and_file(cluster):
     n0, n1 = cluster["n0"], cluster["n1"]
     cid = n1.post("/v1/containers", json={"name": "c"}).json()["id"]
