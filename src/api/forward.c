@@ -551,6 +551,12 @@ static int forward_setup(struct forward *f, struct api_request *req)
         (void) curl_easy_setopt(f->curl, CURLOPT_NOSIGNAL, 1L);
         (void) curl_easy_setopt(f->curl, CURLOPT_CONNECTTIMEOUT_MS,
                                 (long) FORWARD_CONNECT_TIMEOUT_MS);
+        /* A cell may be silent for an hour, so no read timeout here: TCP keepalive finds a
+         * peer whose machine went away without a word (no FIN, no RST) in about two minutes
+         * instead, and the transfer ends rather than hold its client until the cell's limit. */
+        (void) curl_easy_setopt(f->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+        (void) curl_easy_setopt(f->curl, CURLOPT_TCP_KEEPIDLE, 30L);
+        (void) curl_easy_setopt(f->curl, CURLOPT_TCP_KEEPINTVL, 10L);
         (void) curl_easy_setopt(f->curl, CURLOPT_HTTPHEADER, f->send);
         (void) curl_easy_setopt(f->curl, CURLOPT_HEADERFUNCTION, on_head);
         (void) curl_easy_setopt(f->curl, CURLOPT_HEADERDATA, f);
