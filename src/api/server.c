@@ -304,6 +304,9 @@ static void trusted_client(struct api_request *req)
                 return;
         memcpy(req->client, last, n);
         req->client[n] = '\0';
+        /* An address, not merely its characters ("1.2.3", "::::" name nobody). */
+        if (inet_pton(AF_INET, req->client, ip) != 1 && inet_pton(AF_INET6, req->client, ip) != 1)
+                req->client[0] = '\0';
 }
 
 void api_client_address(struct api_request *req, char *buf, size_t size)

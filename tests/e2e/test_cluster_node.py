@@ -600,6 +600,14 @@ def test_trusted_proxies_are_exempt_from_the_cap_and_name_the_client(tmp_path):
                                   "X-Forwarded-For": "198.51.100.1, 203.0.113.7"})
         assert r.status_code == 401
         d.wait_log("client=203.0.113.7", 5)
+        # only an address is taken: characters of one that make none are not a client
+        before = d.log_size()
+        r = requests.get(d.url + "/v1/sessions",
+                         headers={"Authorization": "Bearer wrong", "X-Forwarded-For": "1.2.3"})
+        assert r.status_code == 401
+        d.wait_log(r.headers["X-Request-Id"], 5)
+        line = [x for x in d.log_since(before).splitlines() if r.headers["X-Request-Id"] in x]
+        assert line and "client=" not in line[-1], line
         d.audit_lines(until=lambda lines: any(
             "203.0.113.7" in __import__("json").dumps(x) for x in lines))
     finally:
