@@ -178,6 +178,10 @@ void api_audit_auth_failure(struct api_request *req, const char *reason);
 const char *api_header(struct api_request *req, const char *name);
 
 /* Handlers, one file per route group. */
+/* The client's address as text: the one a trusted proxy named (X-Forwarded-For), else the
+ * socket's peer, "unix" on a unix socket. What a forwarded request tells its peer. */
+void api_client_address(struct api_request *req, char *buf, size_t size);
+
 int api_handle_healthz(struct api_request *req);             /* routes-health.c */
 int api_handle_readyz(struct api_request *req);              /* routes-node.c */
 int api_handle_node(struct api_request *req);                /* routes-node.c */

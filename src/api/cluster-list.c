@@ -71,6 +71,8 @@ static int query_setup(struct peer_query *q, struct api_request *req)
         }
         (void) snprintf(line, sizeof(line), FORWARDED_BY_HEADER ": %s", node_self());
         q->headers = curl_slist_append(q->headers, line);
+        api_forward_client_header(req, line, sizeof(line));
+        q->headers = curl_slist_append(q->headers, line);
         q->headers = curl_slist_append(q->headers, PEER_QUERY_HEADER ": local");
         q->headers = curl_slist_append(q->headers, "Accept: application/json");
         q->h = curl_easy_init();

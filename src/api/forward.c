@@ -221,6 +221,7 @@ struct forward {
         bool closed;          /* nobody reads the answer any more: end the transfer */
         bool cut;             /* the transfer failed after the head: the reply ends in error */
         long status;
+        long long length;        /* the answer's Content-Length, -1 when it has none */
         struct curl_slist *head; /* the answer's headers to pass on, "Name: value" */
         CURLcode rc;
         char errbuf[CURL_ERROR_SIZE];
@@ -308,6 +309,15 @@ static size_t on_head(char *data, size_t size, size_t n, void *userdata)
                 /* A new answer (after a 100 Continue): its own headers only. */
                 curl_slist_free_all(f->head);
                 f->head = NULL;
+                f->length = -1;
+        } else if (k > 15 && strncasecmp(data, "Content-Length:", 15) == 0) {
+                char *end;
+                long long v;
+
+                errno = 0;
+                v = strtoll(data + 15, &end, 10);
+                if (errno == 0 && v >= 0 && end > data + 15)
+                        f->length = v;
         } else if (k == 0) {
                 (void) curl_easy_getinfo(f->curl, CURLINFO_RESPONSE_CODE, &code);
                 if (code >= 200) {
@@ -426,6 +436,8 @@ static int add_send(struct forward *f, const char *line)
         return 0;
 }
 
+/* X-Forwarded-For is replaced by the client this node saw (forward_setup()): the peer may
+ * trust this node as a proxy, and a client's own claim is not this node's word. */
 static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                    const char *value)
 {
@@ -438,6 +450,7 @@ static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const cha
                                             "TE",
                                             "Upgrade",
                                             "Proxy-Connection",
+                                            "X-Forwarded-For",
                                             FORWARDED_BY_HEADER };
         struct forward *f = cls;
         char line[8192];
@@ -472,11 +485,17 @@ static enum MHD_Result copy_arg(void *cls, enum MHD_ValueKind kind, const char *
         (void) kind;
         k = snprintf(q->buf + q->len, q->size - q->len, "%s%s%s%s", q->len ? "&" : "?", key,
                      value ? "=" : "", value ? value : "");
-        if (k < 0 || (size_t) k >= q->size - q->len)
+        if (k < 0 || (size_t) k >= q->size - q->len) {
                 q->overflow = true;
-        else
-                q->len += (size_t) k;
-        return q->overflow ? MHD_NO : MHD_YES;
+                return MHD_NO;
+        }
+        /* libmicrohttpd turned each '+' into ' ' (an escaped one stays "%2B"): '+' again, as
+         * sent. A space has no place in a URL (libcurl refuses it). */
+        for (size_t i = q->len; i < q->len + (size_t) k; i++)
+                if (q->buf[i] == ' ')
+                        q->buf[i] = '+';
+        q->len += (size_t) k;
+        return MHD_YES;
 }
 
 int api_forward_url(struct api_request *req, const char *addr, char *buf, size_t size)
@@ -493,9 +512,17 @@ int api_forward_url(struct api_request *req, const char *addr, char *buf, size_t
         return 0;
 }
 
+void api_forward_client_header(struct api_request *req, char *buf, size_t size)
+{
+        char addr[INET6_ADDRSTRLEN + 8];
+
+        api_client_address(req, addr, sizeof(addr));
+        (void) snprintf(buf, size, "X-Forwarded-For: %s", addr);
+}
+
 static int forward_setup(struct forward *f, struct api_request *req)
 {
-        char line[NODE_NAME_MAX + 64];
+        char line[NODE_NAME_MAX + INET6_ADDRSTRLEN + 64];
         const char *m = req->method;
         int r;
 
@@ -505,6 +532,9 @@ static int forward_setup(struct forward *f, struct api_request *req)
         if (MHD_get_connection_values(req->conn, MHD_HEADER_KIND, copy_header, f) < 0 || !f->send)
                 return -ENOMEM;
         (void) snprintf(line, sizeof(line), FORWARDED_BY_HEADER ": %s", node_self());
+        if (add_send(f, line) < 0)
+                return -ENOMEM;
+        api_forward_client_header(req, line, sizeof(line));
         if (add_send(f, line) < 0 || add_send(f, "Expect:") < 0 ||
             (!f->saw_accept && add_send(f, "Accept:") < 0) ||
             (!f->saw_type && add_send(f, "Content-Type:") < 0))
@@ -521,6 +551,12 @@ static int forward_setup(struct forward *f, struct api_request *req)
         (void) curl_easy_setopt(f->curl, CURLOPT_NOSIGNAL, 1L);
         (void) curl_easy_setopt(f->curl, CURLOPT_CONNECTTIMEOUT_MS,
                                 (long) FORWARD_CONNECT_TIMEOUT_MS);
+        /* A cell may be silent for an hour, so no read timeout here: TCP keepalive finds a
+         * peer whose machine went away without a word (no FIN, no RST) in about two minutes
+         * instead, and the transfer ends rather than hold its client until the cell's limit. */
+        (void) curl_easy_setopt(f->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+        (void) curl_easy_setopt(f->curl, CURLOPT_TCP_KEEPIDLE, 30L);
+        (void) curl_easy_setopt(f->curl, CURLOPT_TCP_KEEPINTVL, 10L);
         (void) curl_easy_setopt(f->curl, CURLOPT_HTTPHEADER, f->send);
         (void) curl_easy_setopt(f->curl, CURLOPT_HEADERFUNCTION, on_head);
         (void) curl_easy_setopt(f->curl, CURLOPT_HEADERDATA, f);
@@ -596,6 +632,7 @@ int api_forward_run(struct api_request *req)
         f->body_len = req->body_len;
         req->body_len = req->body_size = 0;
         f->refs = 1;
+        f->length = -1;
 
         r = forward_setup(f, req);
         if (r < 0) {
@@ -649,9 +686,15 @@ int api_forward_run(struct api_request *req)
         pthread_mutex_unlock(&f->lock);
 
         /* From here the reply owns the handler's reference: MHD calls forward_reply_gone()
-         * when it is done with it, also when queueing fails. */
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, FORWARD_BLOCK_SIZE, forward_read,
-                                                 f, forward_reply_gone);
+         * when it is done with it, also when queueing fails. A HEAD's answer has a length and
+         * no body: of unknown size, libmicrohttpd would send it chunked with the closing
+         * "0" chunk, a body where none may be, which the next answer on the connection (a
+         * front door's reused one, another client's) would be read from. */
+        resp = MHD_create_response_from_callback(strcmp(req->method, "HEAD") != 0 ? MHD_SIZE_UNKNOWN
+                                                 : f->length >= 0 ? (uint64_t) f->length
+                                                                  : 0,
+                                                 FORWARD_BLOCK_SIZE, forward_read, f,
+                                                 forward_reply_gone);
         if (!resp) {
                 forward_reply_gone(f);
                 return -ENOMEM;

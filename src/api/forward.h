@@ -51,6 +51,10 @@ int api_forward_for_body(struct api_request *req, const json_t *body);
  * -E2BIG. */
 int api_forward_url(struct api_request *req, const char *addr, char *buf, size_t size);
 
+/* "X-Forwarded-For: ADDR" for a request this node sends a peer on a client's behalf: the
+ * client as this node knows it (api_client_address()), never what the client claimed. */
+void api_forward_client_header(struct api_request *req, char *buf, size_t size);
+
 /* libcurl's global setup, once per process; any thread. */
 void api_curl_init(void);
 

@@ -304,25 +304,35 @@ static void trusted_client(struct api_request *req)
                 return;
         memcpy(req->client, last, n);
         req->client[n] = '\0';
+        /* An address, not merely its characters ("1.2.3", "::::" name nobody). */
+        if (inet_pton(AF_INET, req->client, ip) != 1 && inet_pton(AF_INET6, req->client, ip) != 1)
+                req->client[0] = '\0';
+}
+
+void api_client_address(struct api_request *req, char *buf, size_t size)
+{
+        const union MHD_ConnectionInfo *ci;
+
+        (void) snprintf(buf, size, "unix");
+        ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (req->client[0])
+                (void) snprintf(buf, size, "%s", req->client);
+        else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+                (void) inet_ntop(AF_INET, &((const struct sockaddr_in *) ci->client_addr)->sin_addr,
+                                 buf, (socklen_t) size);
+        else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6)
+                (void) inet_ntop(AF_INET6,
+                                 &((const struct sockaddr_in6 *) ci->client_addr)->sin6_addr, buf,
+                                 (socklen_t) size);
 }
 
 void api_audit_auth_failure(struct api_request *req, const char *reason)
 {
-        const union MHD_ConnectionInfo *ci;
-        char addr[INET6_ADDRSTRLEN + 8] = "unix", path[512];
+        char addr[INET6_ADDRSTRLEN + 8], path[512];
 
         if (!req->srv->audit)
                 return;
-        ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        if (req->client[0])
-                (void) snprintf(addr, sizeof(addr), "%s", req->client);
-        else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
-                (void) inet_ntop(AF_INET, &((const struct sockaddr_in *) ci->client_addr)->sin_addr,
-                                 addr, sizeof(addr));
-        else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6)
-                (void) inet_ntop(AF_INET6,
-                                 &((const struct sockaddr_in6 *) ci->client_addr)->sin6_addr, addr,
-                                 sizeof(addr));
+        api_client_address(req, addr, sizeof(addr));
         log_path(req->raw_path ? req->raw_path : "", path, sizeof(path));
         audit_emit(req->srv->audit, "auth.failure", NULL, NULL, req->id,
                    json_pack("{s:s, s:o, s:s, s:s}", "remote", addr, "method",

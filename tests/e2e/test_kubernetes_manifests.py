@@ -270,8 +270,8 @@ def test_configmap_carries_the_template_cluster_sh_renders(base, tmp_path):
 def test_rendered_routing(tmp_path):
     conf = render_nginx(FRONTDOOR, tmp_path)
     # Only the listed names route by id; a listed node without an address gets the 503.
-    assert re.search(r"^\s+n0 airlock_node_n0;$", conf, re.M)
-    assert re.search(r"^\s+n2 airlock_gone;$", conf, re.M)
+    assert re.search(r"^\s+\\n0 airlock_node_n0;$", conf, re.M)
+    assert re.search(r"^\s+\\n2 airlock_gone;$", conf, re.M)
     assert "default airlock_pool;" in conf
     assert "server 10.251.9.2:8080 max_fails=3 fail_timeout=5s;" in conf
     assert "least_conn;" in conf
@@ -291,6 +291,22 @@ def test_rendered_routing(tmp_path):
         p = subprocess.run(["nginx", "-t", "-q", "-p", str(tmp_path / "run"), "-e", str(tmp_path / "run" / "error.log"),
                             "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.skipif(not shutil.which("nginx"), reason="no nginx to check the rendered file")
+def test_nodes_named_as_the_maps_keywords_render_a_valid_config(tmp_path):
+    # "default", "include", "hostnames" and "volatile" are valid node names (DNS labels) and
+    # keywords of nginx's map block: as plain keys they make nginx refuse the file ("duplicate
+    # default map parameter") or replace the pool as the default route
+    conf = render_nginx(FRONTDOOR, tmp_path, nodes="default 10.251.9.2:8080\n"
+                        "include 10.251.9.3:8080\nhostnames -\nvolatile 10.251.9.4:8080\n")
+    assert "default airlock_pool;" in conf
+    (tmp_path / "run").mkdir()
+    (tmp_path / "nginx.conf").write_text(conf)
+    p = subprocess.run(["nginx", "-t", "-q", "-p", str(tmp_path / "run"), "-e",
+                        str(tmp_path / "run" / "error.log"), "-c", str(tmp_path / "nginx.conf")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
 
 
 @pytest.mark.parametrize("nodes, message", [
