@@ -63,7 +63,7 @@ int api_handle_node_drain(struct api_request *req)
                 return api_reply_error(req, MHD_HTTP_FORBIDDEN, NULL,
                                        "draining a node stops every tenant's sessions: only the "
                                        "daemon's own token may (a tenant's key may not)");
-        r = session_manager_drain(req->srv->mgr, &stopped, &failed);
+        r = session_manager_drain(req->srv->mgr, false, &stopped, &failed);
         if (r < 0)
                 return r;
         return api_reply_json(req, MHD_HTTP_OK,

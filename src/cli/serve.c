@@ -1077,7 +1077,9 @@ int cmd_serve(int argc, char **argv)
         if (node_self()) {
                 json_t *stopped = NULL, *failed = NULL;
 
-                if (session_manager_drain(mgr, &stopped, &failed) >= 0) {
+                /* Running cells are interrupted, as the shutdown below would: their sessions
+                 * are saved too, and none is reported as failed for being busy. */
+                if (session_manager_drain(mgr, true, &stopped, &failed) >= 0) {
                         json_decref(stopped);
                         json_decref(failed);
                 }

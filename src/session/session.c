@@ -1003,7 +1003,8 @@ void session_manager_shutdown(struct session_manager *mgr)
         pthread_mutex_unlock(&mgr->lock);
 }
 
-int session_manager_drain(struct session_manager *mgr, json_t **ret_stopped, json_t **ret_failed)
+int session_manager_drain(struct session_manager *mgr, bool interrupt, json_t **ret_stopped,
+                          json_t **ret_failed)
 {
         _cleanup_free_ char *names = NULL;
         json_t *stopped = json_array(), *failed = json_array();
@@ -1034,7 +1035,7 @@ int session_manager_drain(struct session_manager *mgr, json_t **ret_stopped, jso
                 else if (s->ephemeral)
                         (void) airlock_error_set(&err, r, "a one-shot session is never saved");
                 else
-                        r = lifecycle_stop(s, false, &err);
+                        r = lifecycle_stop(s, interrupt, &err);
                 if (r >= 0) {
                         json_array_append_new(stopped, json_string(s->id));
                         /* The log names each: "s-...-n1, s-...-n1". */

@@ -106,8 +106,11 @@ void session_manager_shutdown(struct session_manager *mgr);
  * to another node), and every live session stops (saved, as POST /v1/sessions/{id}/stop does),
  * so that a daemon on the same state directory resumes it. *ret_stopped gets the ids stopped
  * (a JSON array), *ret_failed [{"id", "error"}] for those that could not be saved. Logs
- * "drain: N sessions stopped (saved): ids". Returns 0 or -ENOMEM. */
-int session_manager_drain(struct session_manager *mgr, json_t **ret_stopped, json_t **ret_failed);
+ * "drain: N sessions stopped (saved): ids". interrupt: a running cell is interrupted (the
+ * daemon is going away: SIGTERM) and its session saved after the interrupt grace; otherwise a
+ * busy session is one that failed ("running an execution"). Returns 0 or -ENOMEM. */
+int session_manager_drain(struct session_manager *mgr, bool interrupt, json_t **ret_stopped,
+                          json_t **ret_failed);
 
 /* Live sessions now, the limit, and whether the node drains. */
 void session_manager_load(struct session_manager *mgr, unsigned *ret_live, unsigned *ret_max,

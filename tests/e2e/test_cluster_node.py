@@ -550,6 +550,42 @@ def test_readyz_limit_drain_and_resume_on_the_same_state_dir(tmp_path):
                 x.stop()
 
 
+def test_sigterm_drain_saves_a_busy_session_too(tmp_path):
+    """A node's SIGTERM (a pod scaled down) interrupts a running cell and saves its session, as
+    the shutdown after it would: the drain names it among the stopped, not as "cannot save it",
+    and the node restarted on its state directory resumes it with its variables."""
+    import threading
+    from airlock_daemon import restart_daemon
+    wd = tmp_path / "node"
+    wd.mkdir()
+    d = start(node_daemon("d4", free_port(), None, workdir=str(wd)))
+    d2 = None
+    try:
+        sid = d.create_session()
+        assert d.post(f"/v1/sessions/{sid}/execute", json={"code": "x = 7"}).status_code == 200
+        answers = []
+        cell = threading.Thread(target=lambda: answers.append(d.post(
+            f"/v1/sessions/{sid}/execute", json={"code": "import time; time.sleep(60)"})))
+        cell.start()
+        deadline = time.monotonic() + 30
+        while d.get(f"/v1/sessions/{sid}").json()["state"] != "busy":
+            assert time.monotonic() < deadline, "the cell did not start"
+            time.sleep(0.1)
+        rc, problems = d.stop()
+        cell.join(60)
+        assert not problems, problems
+        log = d.log_text()
+        assert f"drain: 1 sessions stopped (saved): {sid}" in log, log[-3000:]
+        assert "drain: cannot save it" not in log, log[-3000:]
+        d2 = restart_daemon(pytest, d)
+        r = d2.post(f"/v1/sessions/{sid}/execute", json={"code": "x * 6"})
+        assert r.status_code == 200 and r.json()["result"] == "42", d2.why(r)
+    finally:
+        for x in (d, d2):
+            if x:
+                x.stop()
+
+
 def test_one_shot_and_e2b_create_at_the_limit_are_503_with_retry_after(tmp_path):
     d = start(node_daemon("d1", free_port(), None, extra=("--max-sessions", "1")))
     try:
