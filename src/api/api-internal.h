@@ -19,6 +19,8 @@
 
 #define API_JSON_BODY_MAX (16u * 1024u * 1024u)
 #define API_FILE_BODY_MAX (64u * 1024u * 1024u)
+/* The largest body a node forwards to another (held in memory until the peer takes it). */
+#define API_FORWARD_BODY_MAX API_FILE_BODY_MAX
 #define API_DRAIN_MAX (16u * 1024u * 1024u) /* bytes read and dropped past a limit */
 
 struct api_server {

@@ -351,6 +351,16 @@ static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char
         return MHD_YES;
 }
 
+/* 413 for a body too large to forward (API_FORWARD_BODY_MAX), naming where to send it. */
+static int too_large_to_forward(struct api_request *req)
+{
+        return api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
+                               "the request body is larger than %u MiB, the most a node forwards "
+                               "to another (this one is for node %s): send it through the front "
+                               "door, or to node %s itself",
+                               API_FORWARD_BODY_MAX >> 20, req->forward->name, req->forward->name);
+}
+
 /* 400, 401, 403 and the routing errors, decided from the headers alone. mhd_method is the
  * access handler's own pointer (header-check.h needs it). Returns 1 when the request may go
  * on, 0 when a reply was queued, -errno when none could be. */
@@ -469,8 +479,14 @@ static int request_check(struct api_request *req, const char *mhd_method)
                  api_upload_is_multipart(api_header(req, MHD_HTTP_HEADER_CONTENT_TYPE));
         if (upload)
                 req->body_max = openai_upload_max(srv->openai) + UPLOAD_FRAMING_MAX;
-        if (req->forward)
+        /* A forwarded body is held in memory until the peer takes it: at most a session file's
+         * size, so misrouted 512 MiB uploads cannot add up on a node. The front door sends an
+         * upload straight to the node it names. */
+        if (req->forward) {
                 upload = false;
+                if (req->body_max > API_FORWARD_BODY_MAX)
+                        req->body_max = API_FORWARD_BODY_MAX;
+        }
         cl = api_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
         errno = 0;
         declared = cl ? strtoull(cl, &end, 10) : 0;
@@ -478,6 +494,10 @@ static int request_check(struct api_request *req, const char *mhd_method)
                 declared = 0;
         /* Refused before a byte of the body is read: a 10 GiB upload costs nothing. */
         if (declared > req->body_max) {
+                if (req->forward) {
+                        r = too_large_to_forward(req);
+                        return r < 0 ? r : 0;
+                }
                 r = upload ? api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "file",
                                              "the upload (%llu bytes) is larger than the limit "
                                              "of %llu bytes (airlock serve --max-upload)",
@@ -704,9 +724,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 }
         }
         if (req->body_too_large) {
-                r = api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
-                                    "the request body is larger than the limit of %zu MiB",
-                                    req->body_max >> 20);
+                r = req->forward ? too_large_to_forward(req)
+                                 : api_reply_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "body",
+                                                   "the request body is larger than the limit "
+                                                   "of %zu MiB",
+                                                   req->body_max >> 20);
                 return r < 0 ? MHD_NO : MHD_YES;
         }
 
