@@ -3,6 +3,7 @@
 #include "cluster-list.h"
 
 #include "api-internal.h"
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/node-id.h"
 #include "forward.h"
@@ -19,8 +20,7 @@ struct peer_query {
         const struct node_peer *peer;
         CURL *h;
         struct curl_slist *headers;
-        char *data;
-        size_t len, cap;
+        struct buf answer;
         bool too_big;
         bool answered; /* its transfer ended, well or not */
         char url[NODE_HOST_MAX + ROUTE_PATH_MAX * 3 + 64];
@@ -30,28 +30,11 @@ struct peer_query {
 static size_t on_data(char *data, size_t size, size_t n, void *userdata)
 {
         struct peer_query *q = userdata;
-        size_t len = size * n;
+        int r = buf_append(&q->answer, data, size * n, PEER_LIST_MAX - 1);
 
-        if (q->len + len + 1 > PEER_LIST_MAX) {
+        if (r == -E2BIG)
                 q->too_big = true;
-                return 0;
-        }
-        if (q->len + len + 1 > q->cap) {
-                size_t cap = q->cap ? q->cap : 16384;
-                char *p;
-
-                while (cap < q->len + len + 1)
-                        cap *= 2;
-                p = realloc(q->data, cap);
-                if (!p)
-                        return 0;
-                q->data = p;
-                q->cap = cap;
-        }
-        memcpy(q->data + q->len, data, len);
-        q->len += len;
-        q->data[q->len] = '\0';
-        return len;
+        return r < 0 ? 0 : size * n;
 }
 
 static int query_setup(struct peer_query *q, struct api_request *req)
@@ -108,7 +91,7 @@ static json_t *peer_list(struct peer_query *q, CURLcode rc, enum cluster_list_sh
                 return NULL;
         }
         (void) curl_easy_getinfo(q->h, CURLINFO_RESPONSE_CODE, &code);
-        a = q->data ? json_loadb(q->data, q->len, 0, NULL) : NULL;
+        a = q->answer.data ? json_loadb(q->answer.data, q->answer.len, 0, NULL) : NULL;
         if (code != 200) {
                 const json_t *e = json_object_get(a, "error");
                 const char *m =
@@ -219,7 +202,7 @@ out:
                         curl_easy_cleanup(qs[i].h);
                 }
                 curl_slist_free_all(qs[i].headers);
-                free(qs[i].data);
+                buf_done(&qs[i].answer);
         }
         free(qs);
         if (multi)
