@@ -137,22 +137,29 @@ start_node() {
         record_pid "$ndir/pid" $!
 }
 
-wait_node_ready() {
-        local i=$1 url code t
-        url="http://$(node_addr "$i"):$port_in_ns$(ready_path)"
-        for ((t = 0; t < 600; t++)); do
+# Waits until URL answers 200, TRIES times 0.1 s; fails when the process of PIDFILE is gone
+# first, with the end of LOG. WHAT names it in the messages.
+wait_answer() {
+        local url=$1 pidfile=$2 log=$3 tries=$4 what=$5 code t
+        for ((t = 0; t < tries; t++)); do
                 code=$(http_code "$url" 1)
                 [ "$code" = 200 ] && return 0
-                if ! live_pid "$dir/nodes/$i/pid" >/dev/null; then
-                        say "node $i exited before it answered; the end of $dir/nodes/$i/daemon.log:"
-                        tail -n 20 "$dir/nodes/$i/daemon.log" >&2 || true
+                if ! live_pid "$pidfile" >/dev/null; then
+                        say "$what exited before it answered; the end of $log:"
+                        tail -n 20 "$log" >&2 || true
                         return 1
                 fi
                 sleep 0.1
         done
-        say "node $i did not answer $url with 200 within 60 s (last: ${code:-none}); the end of its log:"
-        tail -n 20 "$dir/nodes/$i/daemon.log" >&2 || true
+        say "$what did not answer $url with 200 within $((tries / 10)) s (last: ${code:-none}); the end of $log:"
+        tail -n 20 "$log" >&2 || true
         return 1
+}
+
+wait_node_ready() {
+        local i=$1
+        wait_answer "http://$(node_addr "$i"):$port_in_ns$(ready_path)" "$dir/nodes/$i/pid" \
+                "$dir/nodes/$i/daemon.log" 600 "node $i"
 }
 
 start_frontdoor() {
@@ -169,19 +176,8 @@ start_frontdoor() {
                 die "nginx refused $fd/nginx.conf (see above)"
         setsid nginx -p "$fd/run" -e "$fd/run/error.log" -c "$fd/nginx.conf" </dev/null >>"$fd/run/stdout.log" 2>&1 &
         record_pid "$fd/pid" $!
-        local t code
-        for ((t = 0; t < 100; t++)); do
-                code=$(http_code "http://$front_host/frontdoor/healthz" 1)
-                [ "$code" = 200 ] && return 0
-                if ! live_pid "$fd/pid" >/dev/null; then
-                        say "nginx exited; the end of $fd/run/error.log:"
-                        tail -n 20 "$fd/run/error.log" >&2 || true
-                        return 1
-                fi
-                sleep 0.1
-        done
-        say "the front door did not answer on $front_host within 10 s"
-        return 1
+        wait_answer "http://$front_host/frontdoor/healthz" "$fd/pid" "$fd/run/error.log" 100 \
+                "the front door (nginx)"
 }
 
 # Picks X for 10.251.X.0/24: the first, from a start derived from the directory, that no route
