@@ -54,6 +54,13 @@ if ! command -v kubectl >/dev/null; then
         packages+=(kubernetes-client)
 fi
 
+# The microVM tier's guest kernel (scripts/vm-kernel.sh). Not fatal: without it that tier's
+# profile cannot be built, its tests skip saying so, and everything else works.
+vm_kernel() {
+        "$(dirname "$0")/vm-kernel.sh" ||
+                echo "deps: the microVM guest kernel could not be unpacked (see above): the microvm profile cannot be built and its tests skip" >&2
+}
+
 missing=()
 for p in "${packages[@]}"; do
         if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -61,7 +68,7 @@ for p in "${packages[@]}"; do
         fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
-        "$(dirname "$0")/vm-kernel.sh"
+        vm_kernel
         exit 0
 fi
 
@@ -74,4 +81,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-"$(dirname "$0")/vm-kernel.sh"
+vm_kernel
