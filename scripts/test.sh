@@ -45,6 +45,8 @@ run tests/mcp/install.sh
 # starts its own daemons. The hostile suites run alone afterwards: their host guard checks the whole
 # host (sandbox processes, cgroups, mounts, /tmp) for anything a test left behind.
 lane_log=$(mktemp /tmp/airlock-test-lane.XXXXXX)
+e2e_lane_b=(tests/e2e/test_microvm.py tests/e2e/test_cluster_node.py
+        tests/e2e/test_kubernetes_manifests.py tests/e2e/test_lifecycle.py)
 lane_b() {
         local status=0
         # The Python client (clients/python) against its own daemons; it installs the package
@@ -54,10 +56,10 @@ lane_b() {
         # A cluster on one machine (scripts/cluster.sh): three nodes in network namespaces
         # behind nginx, the SDKs of tests/mcp through its front door (tests/mcp/cluster.test.mjs).
         run $py -m pytest -q -p no:cacheprovider tests/cluster
-        # The microVM tier (tests/e2e/test_microvm.py): its guest image build and cold boots
-        # (minutes under QEMU's emulation where the host has no KVM) run in this lane, beside
-        # the rest of the e2e suite.
-        run $py -m pytest -q -p no:cacheprovider tests/e2e/test_microvm.py
+        # Some of tests/e2e, so that the two lanes take about as long: the microVM tier (its
+        # guest image build and cold boots take minutes under QEMU's emulation where the host
+        # has no KVM), the cluster's nodes and manifests, and the lifecycle.
+        run $py -m pytest -q -p no:cacheprovider "${e2e_lane_b[@]}"
         # The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to
         # tests/ui/artefacts/.
         run $py -m pytest -q -p no:cacheprovider tests/ui
@@ -65,11 +67,11 @@ lane_b() {
 }
 lane_b > "$lane_log" 2>&1 &
 lane_b_pid=$!
-run $py -m pytest -q -p no:cacheprovider tests/e2e --deselect tests/e2e/test_microvm.py
+run $py -m pytest -q -p no:cacheprovider tests/e2e "${e2e_lane_b[@]/#/--ignore=}"
 lane_b_status=0
 wait $lane_b_pid || lane_b_status=$?
 echo
-echo "==== the second lane (Python client, node clients, cluster, microVM, dashboard), run beside the e2e suite"
+echo "==== the second lane (Python client, node clients, cluster, part of e2e, dashboard), run beside the e2e suite"
 cat "$lane_log"
 rm -f "$lane_log"
 [ $lane_b_status -eq 0 ] || status=1
