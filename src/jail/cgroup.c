@@ -283,7 +283,19 @@ static ssize_t read_usage_file(struct cgroup *cg, enum usage_file slot, int dirf
         fd = usage_fd(cg, slot, dirfd, file);
         if (fd < 0)
                 return fd;
-        return pread_small(fd, buf, size);
+        /* These files are a few bytes to a few hundred, and the kernel answers a read of one
+         * with all of it: a short read is the end, and the second read that pread_small()
+         * would make to see EOF is saved (two to four of these files are read around every
+         * execution). A full buffer is what pread_small() would have truncated too. */
+        for (;;) {
+                ssize_t n = pread(fd, buf, size - 1, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                buf[n] = '\0';
+                return n;
+        }
 }
 
 /* Reads a control file holding one number, e.g. memory.current. */
@@ -1104,8 +1116,9 @@ int cgroup_apply_limits(enum cgroup_version version, const int dirfds[CG1_COUNT]
 
 /* Reads usage; peak_fd is a v2 memory.peak fd that was reset, or negative. cg, when given,
  * keeps the files open between calls (struct cgroup, usage_fd). */
+/* counters_only: CPU time and OOM kills alone (cgroup_read_counters()). */
 static int read_usage(struct cgroup *cg, enum cgroup_version version, const int dirfds[CG1_COUNT],
-                      int peak_fd, struct cgroup_usage *ret_usage)
+                      int peak_fd, bool counters_only, struct cgroup_usage *ret_usage)
 {
         struct cgroup_usage u = { 0 };
         uint64_t v;
@@ -1119,12 +1132,16 @@ static int read_usage(struct cgroup *cg, enum cgroup_version version, const int 
 
                 if (fd < 0)
                         return -EBADF;
-                r = read_usage_u64(cg, USAGE_MEMORY, fd, "memory.current", &u.memory_current);
+                r = counters_only ? 0
+                                  : read_usage_u64(cg, USAGE_MEMORY, fd, "memory.current",
+                                                   &u.memory_current);
                 if (r < 0)
                         return r;
 
                 /* memory.peak appeared in Linux 5.19. */
-                if (peak_fd >= 0) {
+                if (counters_only)
+                        r = -ENOENT;
+                else if (peak_fd >= 0) {
                         char buf[64];
                         ssize_t n = pread_small(peak_fd, buf, sizeof(buf));
 
@@ -1152,13 +1169,15 @@ static int read_usage(struct cgroup *cg, enum cgroup_version version, const int 
 
                 if (mem < 0)
                         return -EBADF;
-                r = read_usage_u64(cg, USAGE_MEMORY, mem, "memory.usage_in_bytes",
-                                   &u.memory_current);
+                r = counters_only ? 0
+                                  : read_usage_u64(cg, USAGE_MEMORY, mem, "memory.usage_in_bytes",
+                                                   &u.memory_current);
                 if (r < 0)
                         return r;
 
-                r = read_usage_u64(cg, USAGE_PEAK, mem, "memory.max_usage_in_bytes",
-                                   &u.memory_peak);
+                r = counters_only ? -ENOENT
+                                  : read_usage_u64(cg, USAGE_PEAK, mem, "memory.max_usage_in_bytes",
+                                                   &u.memory_peak);
                 if (r >= 0)
                         u.has_peak = true;
                 else if (r != -ENOENT)
@@ -1191,14 +1210,21 @@ static int read_usage(struct cgroup *cg, enum cgroup_version version, const int 
 int cgroup_read_usage_at(enum cgroup_version version, const int dirfds[CG1_COUNT],
                          struct cgroup_usage *ret_usage)
 {
-        return read_usage(NULL, version, dirfds, -EBADF, ret_usage);
+        return read_usage(NULL, version, dirfds, -EBADF, false, ret_usage);
 }
 
 int cgroup_read_usage(struct cgroup *cg, struct cgroup_usage *ret_usage)
 {
         if (!cg)
                 return -EINVAL;
-        return read_usage(cg, cg->version, cg->dirfd, cg->peak_fd, ret_usage);
+        return read_usage(cg, cg->version, cg->dirfd, cg->peak_fd, false, ret_usage);
+}
+
+int cgroup_read_counters(struct cgroup *cg, struct cgroup_usage *ret_usage)
+{
+        if (!cg)
+                return -EINVAL;
+        return read_usage(cg, cg->version, cg->dirfd, cg->peak_fd, true, ret_usage);
 }
 
 static void close_usage_fds(struct cgroup *cg)

@@ -1371,7 +1371,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 return airlock_error_set(err, -ESRCH, "the sandbox is no longer running");
         if (sb->jail->cgroup) {
                 (void) cgroup_reset_peak(sb->jail->cgroup);
-                (void) cgroup_read_usage(sb->jail->cgroup, &u0);
+                (void) cgroup_read_counters(sb->jail->cgroup, &u0);
         }
 
         if (!req->stdin_text && !req->env && !req->cwd && !req->context)
@@ -1379,6 +1379,8 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                                   req->language ? req->language : "python", "code", req->code);
         else if ((r = exec_frame(sb, req, &frame, err)) < 0)
                 return r;
+        if (frame && !sb->cgroup_usage)
+                (void) json_object_set_new(frame, "rusage", json_true());
         atomic_store(&sb->interrupted, false);
         atomic_store(&sb->tools_cancel, false);
         t0 = now_ns();
@@ -1557,6 +1559,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 error = error_object("RunnerError", "the runner stopped answering");
         }
 
+        sb->cgroup_usage = u1.has_cpu && u1.has_peak;
         if (u1.has_cpu)
                 cpu_ms = (double) (u1.cpu_usec - u0.cpu_usec) / 1000.0;
         else if (frame && json_is_number(json_object_get(frame, "cpu_ms")))

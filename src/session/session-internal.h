@@ -47,6 +47,9 @@ struct sandbox {
         size_t frame_max;           /* largest frame accepted from the runner */
         size_t last_frame_len;      /* the size of the frame frame_read() returned last */
         bool in_exec;               /* an exec runs: its Code Mode frames are answered */
+        /* Its cgroup told an execution's CPU time and peak memory: the runner is no longer asked
+         * for its own figures (getrusage), the fallback of a host without those controllers. */
+        bool cgroup_usage;
         /* The profile layer it has mounted (docs/PROFILES.md): the layer generation of its
          * profile slot when it started (a pool member of another one is never handed out),
          * and, for a sandbox of its own exec, its LOCK_SH on the layer (layer.h; a forked one's

@@ -2039,8 +2039,8 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
         struct exec_request r2 = *req;
         struct exec_tools tools;
         struct session_manager *mgr = s->mgr;
-        struct cgroup_usage u;
         json_t *result = NULL;
+        json_int_t peak;
         bool lost, first, files_changed = false;
         uint64_t t0;
         int r;
@@ -2074,8 +2074,11 @@ static int execute_live(struct session *s, const struct exec_request *req, json_
                 json_object_set_new(result, "execution_count", json_integer(s->exec_count));
                 files_changed = json_array_size(json_object_get(result, "files")) > 0;
         }
-        if (!lost && sandbox_usage(s->sb, &u) == 0 && u.has_peak && u.memory_peak > s->peak_memory)
-                s->peak_memory = u.memory_peak;
+        /* The cell's peak, which sandbox_exec() just read: no second read of the cgroup. */
+        peak = json_integer_value(
+                json_object_get(json_object_get(result, "usage"), "peak_memory_bytes"));
+        if (!lost && peak > 0 && (uint64_t) peak > s->peak_memory)
+                s->peak_memory = (uint64_t) peak;
         /* Once per session, at its first cell: the store learns that it has variables to lose,
          * so that a crash before its first checkpoint is reported as such on resume. */
         first = s->exec_count == 1 && !s->saved && !s->ephemeral && mgr->store;

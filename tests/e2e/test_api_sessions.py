@@ -319,6 +319,43 @@ def test_files_manifest(daemon, sessions):
     assert {f["path"]: f["size"] for f in modified}["b.txt"] == 0, modified
 
 
+def test_files_manifest_ignores_changes_between_cells(daemon, sessions):
+    """The manifest is what a cell changed. The runner reuses the snapshot of the tree after a
+    cell as the one before the next while its change watch saw nothing (src/runner/watch.h):
+    whatever changes between the cells (an upload, a background process, in a directory made by
+    the last cell or deeper) must make it look again, so that none of it is the next cell's."""
+    sid = sessions.new()
+    r = daemon.execute(sid, "import os; os.makedirs('made/deep')\nopen('made/x', 'w').write('x')")
+    assert {f["path"] for f in r["files"]} == {"made/x"}, r["files"]
+    assert daemon.execute(sid, "1")["files"] == []
+
+    # An upload into the root, and into a directory the last cell made.
+    for path in ("up.txt", "made/deep/up.txt"):
+        assert daemon.put(f"/v1/sessions/{sid}/files/{path}", data=b"up").status_code == 200
+        r = daemon.execute(sid, "1")
+        assert r["files"] == [], (path, r["files"])
+
+    # A background process that writes after its cell ended (the runner holds the interpreter
+    # between cells, so a thread of the session would write during the next one): in place,
+    # then a new file deeper.
+    for target, change in (("made/x", "changed"), ("made/deep/bg.txt", "created")):
+        r = daemon.execute(sid, "import subprocess\n"
+                                "p = subprocess.Popen(['sh', '-c', "
+                                f"'sleep 0.3; echo more >> {target}'])")
+        assert r["files"] == [], r["files"]
+        time.sleep(1.0)  # it writes between the cells
+        assert daemon.execute(sid, "p.wait()")["files"] == [], (
+            f"{target} {change} by a process between cells is no change of the next cell")
+        r = daemon.execute(sid, f"open({target!r}, 'a').write('!')")
+        assert [(f["path"], f["change"]) for f in r["files"]] == [(target, "changed")], r["files"]
+
+    # A deletion from outside, then the cell's own changes are still seen exactly.
+    assert daemon.delete(f"/v1/sessions/{sid}/files/up.txt").status_code in (200, 204)
+    assert daemon.execute(sid, "1")["files"] == []
+    r = daemon.execute(sid, "import os; os.remove('made/deep/up.txt')")
+    assert [(f["path"], f["change"]) for f in r["files"]] == [("made/deep/up.txt", "deleted")]
+
+
 # ------------------------------------------------------------------------------------------
 # Streaming
 # ------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from . import ipython
 from .context import (_CELL_PREFIX, _HIDDEN_VALUE, _Refused, _clean, _cwd, _flush_streams,
                       _source_lines)
 from .errors import _error_of, _static_traceback, _system_exit
-from .files import _files_changed, _snapshot
+from .files import _after, _before, _files_changed
 from .pip import _as_written, _pip_lines, _refresh_sites
 from .policy import _import_check, _policy_check
 from .rich import _flush_figures, _mime_value, _patch_pyplot, _rich_data, display
@@ -84,7 +84,7 @@ def run_cell(code, stdin=None, env=None, cwd=None):
         _refresh_sites()
         ns = _user_namespace()
         root = None if _no_manifest else _cwd()
-        before = None if root is None else _snapshot(root)
+        before = _before(root)
         _patch_pyplot()
         ctx._cell_outputs = outputs
         ctx._cell_figures = set()
@@ -140,7 +140,7 @@ def run_cell(code, stdin=None, env=None, cwd=None):
     ctx._cell_figures = None
     try:
         if root is not None and before is not None:
-            reply["files"] = _files_changed(before, _snapshot(root))
+            reply["files"] = _files_changed(before, _after(root))
     except KeyboardInterrupt:
         interrupted = True
     _flush_streams()

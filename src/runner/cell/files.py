@@ -7,10 +7,61 @@ from . import context as ctx
 from .context import _cwd
 
 
-def _snapshot(root):
+# The change watch (src/runner/watch.h), set by runner.c; None where the runner did not (the
+# manifest then walks before and after every cell).
+_watch_reset = _watch_add = _watch_quiet = _watch_forget = None
+# (root, snapshot) after the last cell, the snapshot before the next while the watch stays quiet.
+_last = None
+
+
+def _forget_in_child():
+    global _last
+    _last = None
+    if _watch_forget is not None:
+        _watch_forget()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _before(root):
+    """The snapshot of root before a cell: the last cell's, when the watch saw nothing change
+    since, else a walk that watches every directory it enters."""
+    global _last
+    if root is None:
+        return None
+    if _last is not None and _last[0] == root and _watch_quiet is not None and _watch_quiet():
+        return _last[1]
+    _last = None
+    if _watch_reset is None:
+        return _snapshot(root)
+    _watch_reset()
+    return _snapshot(root, _watch_add)
+
+
+def _after(root):
+    """The snapshot of root after a cell, always a walk (a cell's writes through mmap raise no
+    event), which the next cell may reuse. Where the cell changed something (events came), the
+    watch starts again with the directories as they are now."""
+    global _last
+    if root is None:
+        return None
+    if _watch_reset is None:
+        return _snapshot(root)
+    if _watch_quiet():
+        snap = _snapshot(root)  # nothing moved: every directory it enters is watched already
+    else:
+        _watch_reset()
+        snap = _snapshot(root, _watch_add)
+    _last = (root, snap)
+    return snap
+
+
+def _snapshot(root, watch=None):
     """({relative path: (size, mtime_ns, inode)}, truncated) for the regular files and symlinks
     under root, without following symlinks; truncated says the entry bound cut the walk short.
-    An empty directory costs one scandir(); a file costs one lstat (scandir gives no sizes)."""
+    An empty directory costs one scandir(); a file costs one lstat (scandir gives no sizes).
+    watch(path), when given, is called for each directory before it is read."""
     if root is None:
         return None
     snap = {}
@@ -22,6 +73,8 @@ def _snapshot(root):
     scandir = os.scandir
     while stack and not truncated:
         prefix, path, depth = stack.pop()
+        if watch is not None:
+            watch(path)
         try:
             it = scandir(path)
         except OSError:
@@ -83,7 +136,7 @@ def files_snapshot():
     """The "before" half of the files manifest for a cell that does not run through
     run_cell() (a bash cell): pass the value to files_changed() afterwards."""
     root = _cwd()
-    return (root, _snapshot(root))
+    return (root, _before(root))
 
 
 def files_changed(snapshot):
@@ -92,4 +145,4 @@ def files_changed(snapshot):
     root, before = snapshot
     if before is None:
         return []
-    return _files_changed(before, _snapshot(root))
+    return _files_changed(before, _after(root))

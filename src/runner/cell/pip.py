@@ -57,13 +57,15 @@ def _add_site(path, user_site):
 
 
 def _refresh_sites():
-    """Before each cell (and a restore): one stat per site directory. A directory that
-    appeared goes on sys.path; one that changed (pip installed or removed something, from
-    %pip, a bash cell or a subprocess) makes the import system look again."""
+    """Before each cell (and a restore): one stat of the session's site directory. A directory
+    that appeared goes on sys.path; one that changed (pip installed or removed something, from
+    %pip, a bash cell or a subprocess) makes the import system look again. The layer's is
+    looked at once: it is read-only, mounted before the interpreter started, and never
+    changes under a running session (a new layer goes to new sessions)."""
     changed = False
     user_site = _user_site()
     for path in (user_site, _LAYER_SITE):
-        if path is None:
+        if path is None or (path == _LAYER_SITE and path in _sites_seen):
             continue
         try:
             mark = os.stat(path).st_mtime_ns
