@@ -198,6 +198,7 @@ int api_handle_session_execute(struct api_request *req);     /* routes-execute.c
 int api_handle_session_create(struct api_request *req);      /* routes-sessions.c */
 int api_handle_session_list(struct api_request *req);        /* routes-sessions.c */
 int api_handle_session_get(struct api_request *req);         /* routes-sessions.c */
+int api_inline_session_get(struct api_request *req);         /* routes-sessions.c */
 int api_handle_session_patch(struct api_request *req);       /* routes-sessions.c */
 int api_handle_session_delete(struct api_request *req);      /* routes-sessions.c */
 int api_handle_session_interrupt(struct api_request *req);   /* routes-sessions.c */

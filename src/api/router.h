@@ -21,6 +21,13 @@ enum api_route_flags {
         API_ROUTE_UPLOAD = 1u << 1,
 };
 
+/* A route's inline part (optional): run on the event thread before the handler would go to a
+ * worker, it answers what it can without waiting for anything (no lock another thread may hold
+ * for long, no disk, no sandbox) and declines the rest. Returns 1 when it replied, 0 to hand
+ * the request to the handler on a worker as usual, or -errno. It saves the two thread
+ * hand-offs of a worker (docs/PERFORMANCE.md, "The hot path"). */
+typedef int (*api_inline_fn)(struct api_request *req);
+
 /* One row of the route table. pattern is a path of literal segments, "{id}" (one non-empty
  * segment), "{sub}" (a second one, e.g. a file's id) and, last only, "{path*}" (the rest of
  * the path, possibly empty). */
@@ -31,6 +38,7 @@ struct api_route {
         bool needs_auth;
         size_t body_max; /* largest request body accepted, in bytes */
         unsigned flags;  /* enum api_route_flags */
+        api_inline_fn try_inline;
 };
 
 /* The parameters of a matched route, decoded; both point into the struct. */

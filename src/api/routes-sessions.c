@@ -209,6 +209,19 @@ int api_handle_session_get(struct api_request *req)
         return api_reply_json(req, MHD_HTTP_OK, desc);
 }
 
+int api_inline_session_get(struct api_request *req)
+{
+        json_t *desc = NULL;
+        int r = session_describe_nowait(req->srv->mgr, req->params.id, &desc);
+
+        if (r == -EAGAIN)
+                return 0;
+        if (r < 0)
+                return r;
+        r = api_reply_json(req, MHD_HTTP_OK, desc);
+        return r < 0 ? r : 1;
+}
+
 int api_handle_session_delete(struct api_request *req)
 {
         int r;

@@ -64,7 +64,8 @@ static const struct api_route routes[] = {
         { "POST", "/execute", api_handle_execute_once, true, API_JSON_BODY_MAX },
         { "POST", "/v1/sessions", api_handle_session_create, true, API_JSON_BODY_MAX },
         { "GET", "/v1/sessions", api_handle_session_list, true, API_JSON_BODY_MAX },
-        { "GET", "/v1/sessions/{id}", api_handle_session_get, true, API_JSON_BODY_MAX },
+        { "GET", "/v1/sessions/{id}", api_handle_session_get, true, API_JSON_BODY_MAX, 0,
+          api_inline_session_get },
         { "DELETE", "/v1/sessions/{id}", api_handle_session_delete, true, API_JSON_BODY_MAX },
         { "PATCH", "/v1/sessions/{id}", api_handle_session_patch, true, API_JSON_BODY_MAX },
         { "POST", "/v1/sessions/{id}/execute", api_handle_session_execute, true,
@@ -616,6 +617,30 @@ void api_resumed(struct api_server *srv)
         atomic_fetch_sub(&srv->suspended, 1);
 }
 
+/* On the event thread: the route's inline part (router.h), in the scopes a handler runs in.
+ * Returns 1 when it replied (or failed and an error went out), 0 when it declined. */
+static int run_inline(struct api_request *req)
+{
+        struct api_server *srv = req->srv;
+        int r;
+
+        tenant_scope_set(req->tenant);
+        req->audit_scope =
+                (struct audit_scope){ .audit = srv->audit,
+                                      .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
+                                      .request_id = req->id };
+        audit_scope_enter(&req->audit_scope);
+        r = req->route->try_inline(req);
+        audit_scope_leave();
+        tenant_scope_set(NULL);
+        if (r < 0 && !req->replied) {
+                log_error_errno(r, "req=%s inline handler failed", req->id);
+                (void) api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                                       "internal error: %s", strerror(-r));
+        }
+        return r != 0 || req->replied;
+}
+
 /* On a worker: the handler, which queues its reply on the suspended connection, then the
  * resume that sends it. A handler that queued nothing has the connection closed (the access
  * handler is called again and says no). */
@@ -732,6 +757,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return r < 0 ? MHD_NO : MHD_YES;
         }
 
+        /* What can be answered at once is, here: no hand-off to a worker and back. */
+        if (!req->forward && req->route && req->route->try_inline && run_inline(req))
+                return req->replied ? MHD_YES : MHD_NO;
         req->dispatched = true;
         req->job.run = run_handler;
         api_suspended(srv);

@@ -1464,12 +1464,12 @@ void session_describe_node(json_t *o)
         json_object_set_new(o, "node", node ? json_string(node) : json_null());
 }
 
-json_t *session_describe(struct session *s)
+/* session_describe() with s->lock held. */
+static json_t *describe_locked(struct session *s)
 {
         char created[32], used[32];
         json_t *o, *lost, *net;
 
-        pthread_mutex_lock(&s->lock);
         session_format_time(s->created_at, created);
         session_format_time(s->last_used_at, used);
         lost = json_object_get(s->saved, "lost_names");
@@ -1497,8 +1497,42 @@ json_t *session_describe(struct session *s)
                 json_object_set_new(o, "network", net);
         if (o)
                 session_describe_patchable(o, s->metadata, s->timeout_ms, s->stops_at);
+        return o;
+}
+
+json_t *session_describe(struct session *s)
+{
+        json_t *o;
+
+        pthread_mutex_lock(&s->lock);
+        o = describe_locked(s);
         pthread_mutex_unlock(&s->lock);
         return o;
+}
+
+int session_describe_nowait(struct session_manager *mgr, const char *id, json_t **ret_desc)
+{
+        struct session *s;
+        json_t *o;
+
+        if (pthread_mutex_trylock(&mgr->lock) != 0)
+                return -EAGAIN;
+        s = session_table_find(mgr, id);
+        s = s && tenant_scope_sees(s->tenant) ? session_ref(s) : NULL;
+        pthread_mutex_unlock(&mgr->lock);
+        if (!s)
+                return -EAGAIN; /* stopped (the store knows), another tenant's, or unknown */
+        if (pthread_mutex_trylock(&s->lock) != 0) {
+                session_unref(s);
+                return -EAGAIN;
+        }
+        o = describe_locked(s);
+        pthread_mutex_unlock(&s->lock);
+        session_unref(s); /* the last reference of one just ended: buried, not waited for */
+        if (!o)
+                return -ENOMEM;
+        *ret_desc = o;
+        return 0;
 }
 
 json_t *session_usage_now(struct session *s)

@@ -241,6 +241,10 @@ json_t *session_list_filtered(struct session_manager *mgr, const char *state_fil
 /* The description of a live or stopped session (a stopped one is read from the store, not
  * resumed), or NULL when there is none by that id. */
 json_t *session_describe_id(struct session_manager *mgr, const char *id);
+/* session_describe_id() of a live session without waiting for anything, for the HTTP event
+ * thread: -EAGAIN when it would have to (a lock another thread holds, or a session that is not
+ * live, whose description is in the store), -ENOMEM; 0 with *ret_desc set. */
+int session_describe_nowait(struct session_manager *mgr, const char *id, json_t **ret_desc);
 
 /* If id names a session that ended, a new object {id, state: "lost"|"ended", reason} telling
  * why (timeout not stopped, oom, crash, idle, destroyed); else NULL. Lets the API answer the
