@@ -240,3 +240,26 @@ def test_a_state_over_max_stopped_bytes_is_507_and_the_parent_lives():
     finally:
         rc, problems = d.stop()
     assert not problems, problems
+
+
+def test_a_child_on_the_mapping_forks_again_stops_and_resumes(daemon, sessions):
+    parent = sessions.new()
+    run_ok(daemon, parent, SETUP + ON_MAP)
+    want = out(daemon, parent, CHECK)
+    kid = fork(daemon, parent, 1)["sessions"][0]["id"]
+    sessions.ids.append(kid)
+    run_ok(daemon, kid, "arr[:10] = -1")
+    want_kid = out(daemon, kid, CHECK)[:3]
+    assert want_kid[1] == want[1] - sum(range(10)) - 10, want_kid
+    # a fork of a child (its arrays still views of the parent's state) shares the child's
+    # state, written into the child's own memfd
+    grandkid = fork(daemon, kid, 1)["sessions"][0]["id"]
+    sessions.ids.append(grandkid)
+    got = out(daemon, grandkid, ON_MAP + CHECK)
+    assert got[:3] == want_kid and got[3:5] == [True, True], got
+    # its arrays go to disk and come back as its own memory
+    r = daemon.post(f"/v1/sessions/{kid}/stop", timeout=180)
+    assert r.status_code == 200, daemon.why(r)
+    got = out(daemon, kid, ON_MAP + CHECK)
+    assert got[:3] == want_kid and got[3:5] == [False, False], got
+    assert out(daemon, parent, CHECK)[:3] == want[:3]
