@@ -860,10 +860,12 @@ py_fail:
  * them), the shell's state rides in the answer. A JavaScript REPL's variables cannot be saved:
  * the answer's lost_names says so, and the resumed or forked session starts a new REPL with its
  * first javascript cell. */
-static json_t *handle_snapshot(int fd)
+static json_t *handle_snapshot(json_t *req, int fd)
 {
         _cleanup_free_ char *bash = shell_export_state();
-        json_t *args = json_pack("[o]", bash ? json_string(bash) : json_null());
+        json_t *room = json_object_get(req, "room"); /* a fork's memfd: see saved.snapshot() */
+        json_t *args = json_pack("[o, O]", bash ? json_string(bash) : json_null(),
+                                 json_is_integer(room) ? room : json_null());
         json_t *out, *lost;
 
         if (!args) {
@@ -1426,7 +1428,7 @@ int main(int argc, char **argv)
                 else if (op && strcmp(op, "warmup") == 0 && !zygote)
                         resp = handle_warmup();
                 else if (op && strcmp(op, "snapshot") == 0 && !zygote && fd >= 0)
-                        resp = handle_snapshot(TAKE_FD(fd));
+                        resp = handle_snapshot(req, TAKE_FD(fd));
                 else if (op && strcmp(op, "restore") == 0 && !zygote && fd >= 0)
                         resp = handle_restore(req, TAKE_FD(fd));
                 else if (op && strcmp(op, "put") == 0 && !zygote && fd >= 0)

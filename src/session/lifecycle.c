@@ -569,6 +569,18 @@ static int fork_state_file(struct session_manager *mgr)
         return fd < 0 ? -errno : fd;
 }
 
+/* Holds (on) or lets go of the refills and warm-ups of slot's pool while a fork's children
+ * load: each is a zygote fork and ~300 page faults, which would take the CPUs from them. */
+static void fork_hold_pool(struct session_manager *mgr, struct profile_slot *slot, bool on)
+{
+        pthread_mutex_lock(&mgr->lock);
+        if (on)
+                slot->forking++;
+        else if (slot->forking > 0 && --slot->forking == 0)
+                pthread_cond_signal(&mgr->wake);
+        pthread_mutex_unlock(&mgr->lock);
+}
+
 /* Whether the session's /work holds its pip site directory (SANDBOX_SITE_BASE). */
 static bool has_site_dir(struct sandbox *sb)
 {
@@ -600,11 +612,11 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         bool network_lost = false;
         _cleanup_close_ int state = -EBADF;
         json_t *meta = NULL, *out = NULL;
-        uint64_t bytes = 0;
+        uint64_t bytes = 0, room = 0;
         unsigned made = 0;
-        bool reserved = false, site_first = false;
+        bool reserved = false, site_first = false, shared = false, held = false;
         struct quota_hold hold = { 0 };
-        uint64_t t[5] = { now_ns() };
+        uint64_t t[6] = { now_ns() };
         int r;
 
         if (n < 1 || n > SESSION_FORK_MAX)
@@ -656,15 +668,41 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         if (r < 0)
                 goto out;
 
-        state = fork_state_file(mgr);
-        if (state < 0) {
-                r = airlock_error_set(err, state, "cannot make a file for the fork: %s",
-                                      strerror(-state));
-                goto out;
+        /* The shared save when the parent's memory has room for a second copy of its state
+         * (docs/LIFECYCLE.md, "Fork"), else, or when the state turns out not to fit, the
+         * classic one into a file of the daemon's that each child copies from. */
+        if (sandbox_share_room(parent->sb, &room) >= 0 && room > 0) {
+                if (room > mgr->cfg.max_stopped_bytes)
+                        room = mgr->cfg.max_stopped_bytes;
+                state = snapshot_shared_file(room);
+                if (state < 0) {
+                        r = airlock_error_set(err, state, "cannot make a file for the fork: %s",
+                                              strerror(-state));
+                        goto out;
+                }
+                r = sandbox_snapshot_shared(parent->sb, state, room, &meta, &bytes, err);
+                if (r >= 0)
+                        r = snapshot_shared_seal(state, bytes, err);
+                if (r >= 0)
+                        shared = true;
+                else if (r == -ENOSPC) {
+                        log_debug("session=%s msg=\"%s: the fork copies\"", id, err->msg);
+                        safe_close_fd(TAKE_FD(state));
+                } else
+                        goto out;
         }
-        r = sandbox_snapshot(parent->sb, state, mgr->cfg.max_stopped_bytes, &meta, &bytes, err);
-        if (r < 0)
-                goto out;
+        if (!shared) {
+                state = fork_state_file(mgr);
+                if (state < 0) {
+                        r = airlock_error_set(err, state, "cannot make a file for the fork: %s",
+                                              strerror(-state));
+                        goto out;
+                }
+                r = sandbox_snapshot(parent->sb, state, mgr->cfg.max_stopped_bytes, &meta, &bytes,
+                                     err);
+                if (r < 0)
+                        goto out;
+        }
         t[1] = now_ns();
 
         /* Each child starts loading as soon as it has a sandbox, before any is waited for:
@@ -672,6 +710,8 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
          * /work into each. Unless the parent installed packages with pip: their modules must
          * be in the child's /work before it imports them again, so /work goes first. */
         site_first = has_site_dir(parent->sb);
+        fork_hold_pool(mgr, slot, true);
+        held = true;
         for (made = 0; made < n; made++) {
                 int fd;
                 r = session_take_sandbox(mgr, slot, &sbs[made], ids[made], err);
@@ -708,6 +748,8 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                         goto out;
         }
         t[4] = now_ns();
+        fork_hold_pool(mgr, slot, false);
+        held = false;
 
         out = json_array();
         for (unsigned i = 0; i < n; i++) {
@@ -757,9 +799,14 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 info = session_info_json(c);
                 (void) store_session_created(mgr->store, c->id, c->profile->name, info);
                 desc = session_describe(c);
-                if (desc)
+                if (desc) {
                         json_object_set(desc, "lost_names",
                                         json_object_get(reports[i], "lost_names"));
+                        /* As a resume says it: the child lives on without the variables. */
+                        if (json_is_string(json_object_get(reports[i], "error")))
+                                json_object_set(desc, "resume_error",
+                                                json_object_get(reports[i], "error"));
+                }
                 json_array_append_new(out, desc);
                 log_info("session=%s parent=%s msg=\"session forked\"", c->id, id);
                 session_unref(c);
@@ -774,13 +821,17 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                 audit_emit_scoped(mgr->cfg.audit, "session.forked", id,
                                   json_pack("{s:o*}", "children", children));
         }
-        log_info("session=%s msg=\"forked into %u sessions (%llu bytes of state)\" save_ms=%.1f "
-                 "sandboxes_ms=%.1f send_copy_ms=%.1f load_ms=%.1f",
-                 id, n, (unsigned long long) bytes, (t[1] - t[0]) / 1e6, (t[2] - t[1]) / 1e6,
-                 (t[3] - t[2]) / 1e6, (t[4] - t[3]) / 1e6);
+        t[5] = now_ns();
+        log_info("session=%s msg=\"forked into %u sessions (%llu bytes of state, %s)\" "
+                 "save_ms=%.1f sandboxes_ms=%.1f send_copy_ms=%.1f load_ms=%.1f register_ms=%.1f",
+                 id, n, (unsigned long long) bytes, shared ? "shared" : "copied",
+                 (t[1] - t[0]) / 1e6, (t[2] - t[1]) / 1e6, (t[3] - t[2]) / 1e6, (t[4] - t[3]) / 1e6,
+                 (t[5] - t[4]) / 1e6);
         *ret_sessions = TAKE_PTR(out);
         r = 0;
 out:
+        if (held)
+                fork_hold_pool(mgr, slot, false);
         leave_saving(parent);
         for (unsigned i = 0; i < SESSION_FORK_MAX; i++) {
                 sandbox_free(sbs[i]);

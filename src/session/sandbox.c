@@ -1990,28 +1990,43 @@ static ssize_t pipe_to_file(int pipe_fd, int out_fd)
         return n;
 }
 
-int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t **ret_meta,
-                     uint64_t *ret_bytes, struct airlock_error *err)
+/* sandbox_snapshot (out_fd: a file of the daemon's, the state crosses a pipe) and
+ * sandbox_snapshot_shared (file_fd: a memfd the runner writes itself, at most room bytes). */
+static int snapshot_exchange(struct sandbox *sb, int out_fd, int file_fd, uint64_t room,
+                             uint64_t max_bytes, json_t **ret_meta, uint64_t *ret_bytes,
+                             struct airlock_error *err)
 {
         _cleanup_close_ int rd = -EBADF, wr = -EBADF;
         json_t *frame = NULL, *meta;
         uint64_t written = 0, deadline;
-        bool pipe_open = true, interrupted = false, over = false;
+        bool pipe_open = file_fd < 0, interrupted = false, over = false;
         int p[2], r, write_error = 0;
 
         if (!sb->alive)
                 return airlock_error_set(err, -ESRCH, "the sandbox is no longer running");
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return airlock_error_set(err, -errno, "cannot make a pipe: %m");
-        rd = p[0], wr = p[1];
-        (void) fcntl_nonblock(rd); /* the runner's end stays blocking */
-        /* A large state crosses in 1 MiB steps rather than 64 KiB ones: fewer wake-ups of
-         * both sides (the most an unprivileged pipe may hold by default; best effort). */
-        (void) fcntl(rd, F_SETPIPE_SZ, 1 << 20);
-        r = send_request(sb, json_pack("{s:s}", "op", "snapshot"), &wr, 1);
-        if (r < 0)
-                return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
-        safe_close_fd(TAKE_FD(wr));
+        if (file_fd >= 0) {
+                r = send_request(
+                        sb, json_pack("{s:s, s:I}", "op", "snapshot", "room", (json_int_t) room),
+                        &file_fd, 1);
+                if (r < 0)
+                        return airlock_error_set(err, r, "cannot talk to the runner: %s",
+                                                 strerror(-r));
+                written = room; /* the memfd's size, sealed against growing */
+        } else {
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        return airlock_error_set(err, -errno, "cannot make a pipe: %m");
+                rd = p[0], wr = p[1];
+                (void) fcntl_nonblock(rd); /* the runner's end stays blocking */
+                /* A large state crosses in 1 MiB steps rather than 64 KiB ones: fewer wake-ups
+                 * of both sides (the most an unprivileged pipe may hold by default; best
+                 * effort). */
+                (void) fcntl(rd, F_SETPIPE_SZ, 1 << 20);
+                r = send_request(sb, json_pack("{s:s}", "op", "snapshot"), &wr, 1);
+                if (r < 0)
+                        return airlock_error_set(err, r, "cannot talk to the runner: %s",
+                                                 strerror(-r));
+                safe_close_fd(TAKE_FD(wr));
+        }
 
         deadline = now_ns() + SNAPSHOT_TIMEOUT_MS * 1000000ULL;
         while (!frame || pipe_open) {
@@ -2095,6 +2110,13 @@ int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t 
                 return airlock_error_set(err, write_error, "cannot write the saved state: %s",
                                          strerror(-write_error));
         }
+        if (file_fd >= 0 && json_is_true(json_object_get(frame, "no_room"))) {
+                json_decref(frame);
+                return airlock_error_set(err, -ENOSPC,
+                                         "the session's Python state does not fit in the %llu "
+                                         "bytes it may still take in its memory",
+                                         (unsigned long long) room);
+        }
         {
                 const char *op = json_string_value(json_object_get(frame, "op"));
                 const char *why = json_string_value(json_object_get(frame, "error"));
@@ -2111,8 +2133,39 @@ int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t 
         json_decref(frame);
         if (!meta)
                 return -EIO;
+        if (file_fd >= 0) /* where the state ends in the memfd */
+                written = (uint64_t) json_integer_value(json_object_get(meta, "offset")) +
+                          (uint64_t) json_integer_value(json_object_get(meta, "size"));
         *ret_meta = meta;
         *ret_bytes = written;
+        return 0;
+}
+
+int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t **ret_meta,
+                     uint64_t *ret_bytes, struct airlock_error *err)
+{
+        return snapshot_exchange(sb, out_fd, -1, 0, max_bytes, ret_meta, ret_bytes, err);
+}
+
+int sandbox_snapshot_shared(struct sandbox *sb, int memfd, uint64_t room, json_t **ret_meta,
+                            uint64_t *ret_end, struct airlock_error *err)
+{
+        return snapshot_exchange(sb, -1, memfd, room, room, ret_meta, ret_end, err);
+}
+
+int sandbox_share_room(struct sandbox *sb, uint64_t *ret_room)
+{
+        struct cgroup_usage u;
+        uint64_t limit = sb->memory_bytes, margin;
+        int r;
+
+        if (!limit)
+                return -ENODATA; /* no limit: nothing would bound the shared pages */
+        r = sandbox_usage(sb, &u);
+        if (r < 0)
+                return r;
+        margin = SHARE_MARGIN_MIN + limit / 32;
+        *ret_room = u.memory_current + margin < limit ? limit - u.memory_current - margin : 0;
         return 0;
 }
 

@@ -198,6 +198,22 @@ int sandbox_copy_out(struct sandbox *sb, const char *host_dir, json_t **ret_skip
 int sandbox_snapshot(struct sandbox *sb, int out_fd, uint64_t max_bytes, json_t **ret_meta,
                      uint64_t *ret_bytes, struct airlock_error *err);
 
+/* A fork's shared save: the runner writes its state itself into memfd (a new memfd of the
+ * daemon's, at offset 0, truncated to room bytes and sealed against growing), so that its pages
+ * are charged to the session's memory cgroup; the buffers of big arrays start on page
+ * boundaries, for the children to map. On success *ret_meta is as for sandbox_snapshot() and
+ * *ret_end is where the state ends in memfd. -ENOSPC: the state would pass room (nothing is
+ * lost: the session is as it was, and the classic save may be tried). The caller seals memfd
+ * before any other sandbox sees it. */
+int sandbox_snapshot_shared(struct sandbox *sb, int memfd, uint64_t room, json_t **ret_meta,
+                            uint64_t *ret_end, struct airlock_error *err);
+/* How many bytes a shared save may put in the session's memory: its limit less what it uses now
+ * and a margin for the interpreter's own allocations while it pickles (SHARE_MARGIN_MIN plus
+ * 1/32 of the limit), 0 when not even that is left. -ENODATA without a memory limit or a
+ * cgroup to read, or -errno. */
+int sandbox_share_room(struct sandbox *sb, uint64_t *ret_room);
+#define SHARE_MARGIN_MIN (16ULL << 20)
+
 /* Loads a saved state into the runner of a fresh sandbox: in_fd (taken, also on failure) reads
  * the file sandbox_snapshot() filled, meta is its *ret_meta (borrowed). reseed gives random
  * generators found in the variables new seeds (a fork's children). The send and the wait are

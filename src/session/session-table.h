@@ -114,6 +114,10 @@ struct profile_slot {
          * session was just handed over, and its first cells should not share the CPUs with a
          * fork (slots.c, POOL_QUIET_MS). */
         uint64_t quiet_until_ns;
+        /* Forks loading their children from this profile's sandboxes right now: the pool is
+         * neither refilled nor warmed meanwhile, so that the children's loads have the CPUs
+         * (lifecycle.c); the fork wakes the worker when it is done. mgr->lock. */
+        unsigned forking;
 };
 
 struct ended {

@@ -546,10 +546,11 @@ static bool due_for_checkpoint(struct session_manager *mgr, struct session *s, u
 }
 
 /* Whether slot's pool waits before a refill or a warm-up: a session was just handed over from
- * it (slots.c, POOL_QUIET_MS), and it still holds a member for the next create. Lock held. */
+ * it (slots.c, POOL_QUIET_MS), and it still holds a member for the next create; or a fork is
+ * loading its children (lifecycle.c; it wakes the worker when done). Lock held. */
 static bool pool_is_quiet(const struct profile_slot *slot, uint64_t now)
 {
-        return slot->quiet_until_ns > now && slot->pool_len > 0;
+        return (slot->quiet_until_ns > now && slot->pool_len > 0) || slot->forking > 0;
 }
 
 /* The earliest end of a pool's quiet within a second from now, or now + 1 s. Lock held. */
@@ -558,7 +559,7 @@ static uint64_t pools_quiet_until(const struct session_manager *mgr, uint64_t no
         uint64_t until = now + 1000000000ULL;
 
         for (unsigned i = 0; i < mgr->n_profiles; i++)
-                if (pool_is_quiet(mgr->profiles[i], now) &&
+                if (pool_is_quiet(mgr->profiles[i], now) && !mgr->profiles[i]->forking &&
                     mgr->profiles[i]->quiet_until_ns < until)
                         until = mgr->profiles[i]->quiet_until_ns;
         return until;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -291,5 +292,42 @@ int snapshot_remove(const char *state_dir, const char *id)
         if (faccessat(parent, id, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         remove_entry(parent, id);
+        return 0;
+}
+
+int snapshot_shared_file(uint64_t room)
+{
+        _cleanup_close_ int fd = memfd_create("airlock-fork", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+        if (fd < 0)
+                return -errno;
+        /* A sparse file: no page exists until the runner writes it. */
+        if (ftruncate(fd, (off_t) room) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_GROW) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+int snapshot_shared_seal(int fd, uint64_t end, struct airlock_error *err)
+{
+        struct stat st;
+
+        /* F_SEAL_WRITE fails (EBUSY) while anyone has a writable shared mapping of the file:
+         * the parent's runner could change the children's arrays through it later. */
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) < 0)
+                return airlock_error_set(err, errno == EBUSY ? -EBUSY : -errno,
+                                         errno == EBUSY
+                                                 ? "the session keeps a writable mapping of its "
+                                                   "saved state, which the new sessions would "
+                                                   "share: refused"
+                                                 : "cannot seal the fork's state: %m");
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+                return airlock_error_set(err, -errno, "cannot seal the fork's state: %m");
+        /* Sealed: nothing can change it any more. A runner that truncated it before. */
+        if (fstat(fd, &st) < 0)
+                return airlock_error_set(err, -errno, "cannot stat the fork's state: %m");
+        if ((uint64_t) st.st_size < end)
+                return airlock_error_set(err, -EIO,
+                                         "the fork's state was cut short (%lld of %llu bytes)",
+                                         (long long) st.st_size, (unsigned long long) end);
         return 0;
 }

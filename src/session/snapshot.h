@@ -42,5 +42,15 @@ int snapshot_load(const char *state_dir, const char *id, struct sandbox *sb, con
  * so that the fd's path shows nothing of the host ("/python.state"). Returns an fd or -errno. */
 int snapshot_open_state(const char *state_dir, const char *id);
 
+/* A fork's shared state (docs/LIFECYCLE.md, "Fork"): snapshot_shared_file makes a memfd of room
+ * bytes (sparse) sealed against growing, for the parent's runner to write its state into
+ * (sandbox_snapshot_shared), so that the pages are charged to the parent's memory cgroup.
+ * snapshot_shared_seal then seals it against every change (write, shrink, grow, more seals),
+ * which fails (-EBUSY) while anyone keeps a writable shared mapping of it, and checks that the
+ * state, ending at end, is still whole. The children map it copy-on-write. Return an fd / 0, or
+ * -errno (with err set for the seal). */
+int snapshot_shared_file(uint64_t room);
+int snapshot_shared_seal(int fd, uint64_t end, struct airlock_error *err);
+
 /* Removes everything saved of a session. Returns 0 or -errno (-ENOENT when nothing was). */
 int snapshot_remove(const char *state_dir, const char *id);

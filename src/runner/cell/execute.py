@@ -369,6 +369,9 @@ def zygote_warmup(code, times):
     try:
         for _ in range(times):
             run_cell(code)
+        from .saved import warm
+
+        warm()  # the load path of a fork's children and of resumes
     finally:
         _no_manifest = False
         warmup_end()

@@ -91,14 +91,23 @@ _ENUM_SKIP = frozenset({"__new__", "__init__", "_generate_next_value_", "_member
 _state_classes = None  # (Pickler, Unpickler, writer, null sink), built on first use
 
 
-def snapshot(fd, bash_state):
+def snapshot(fd, bash_state, room=None):
     """Write the variables of __main__ as one pickle to fd (a pipe: written in order, never
     sought) and close fd, also on error. Returns {"offset", "size", "lost_names", "modules",
     "count", "bash"}: the valid pickle is the size bytes from offset (0 unless a first pass failed
     part way, see _write_state), modules maps names bound to modules to the module to import
     again, lost_names lists the names that could not be saved, bash is bash_state as given.
     Prints nothing and leaves the namespace as it was. Raises OSError when fd cannot be written
-    (the daemon gone, a full disk behind the pipe)."""
+    (the daemon gone, a full disk behind the pipe).
+
+    room (a fork's shared state): fd is a new memfd of the daemon's, written from offset 0 by
+    this process, so that its pages are charged to this session's memory cgroup; at most room
+    bytes go into it, and the buffers start on page boundaries so that the children can map them
+    (layout 2, see _write_buffers). A state that would pass room is not written further: the
+    answer is then {"no_room": True, "error": ...}, and the daemon saves the classic way."""
+    if room is not None and (type(room) is not int or room < 0):
+        _close(fd)
+        raise ValueError("room must be a number of bytes")
     try:
         main = sys.modules.get("__main__")
         ns = getattr(main, "__dict__", None)
@@ -107,7 +116,9 @@ def snapshot(fd, bash_state):
         state, modules, lost = _split_namespace(ns)
         had_registry = "__warningregistry__" in ns
         try:
-            offset, size = _write_state(fd, ns, state, lost)
+            offset, size = _write_state(fd, ns, state, lost, room)
+        except _NoRoom as e:
+            return {"no_room": True, "error": str(e)}
         finally:
             # A warning from user code run by pickling (a __reduce__) leaves a registry behind.
             if not had_registry:
@@ -151,6 +162,48 @@ def restore(fd, offset, size, modules, lost_names, count, reseed):
     finally:
         _close(fd)
     return {"lost_names": sorted(lost), "error": error}
+
+
+def warm():
+    """In the zygote, before it forks (execute.zygote_warmup): one save and load of a small state
+    with a numpy array and a DataFrame, in memory, so that what a first load builds lazily (the
+    pickler classes, the rebuild paths of arrays and DataFrames and the modules they import)
+    exists before the fork and is shared by every session, instead of being built again in each
+    child of a fork while the fork waits. Leaves nothing behind; never raises."""
+    import io
+
+    global _bound
+    np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
+    state = {}
+    if np is not None:
+        state["_airlock_warm_array"] = np.arange(16.0)
+        if pd is not None:
+            state["_airlock_warm_frame"] = pd.DataFrame({"x": np.arange(4.0), "y": np.arange(4)})
+    main = sys.modules.get("__main__")
+    ns = getattr(main, "__dict__", None)
+    if not isinstance(ns, dict):
+        return
+    try:
+        pickler, unpickler, _writer, _sink = _classes()
+        out, buffers = io.BytesIO(), []
+        saved = _enter_pickling()
+        try:
+            pickler(out, ns, buffers.append).dump(_bindings(state))
+        finally:
+            _leave_pickling(saved)
+        views = [memoryview(bytearray(b.raw())) for b in buffers]
+        _bound = []
+        try:
+            unpickler(io.BytesIO(out.getvalue()), buffers=views).load()
+        finally:
+            for name, had, old in reversed(_bound):
+                if had:
+                    ns[name] = old
+                else:
+                    ns.pop(name, None)
+            _bound = None
+    except Exception:
+        pass
 
 
 # restore() has a parameter named reseed.
@@ -224,14 +277,15 @@ def _unpicklable_types():
     return tuple(found)
 
 
-def _write_state(fd, ns, state, lost):
+def _write_state(fd, ns, state, lost, room=None):
     """Pickle state to fd; returns (offset, size) of the valid pickle. The first pass pickles the
     whole state straight to fd (big arrays go from their memory to the pipe without a copy). If
     it fails, its partial bytes are already in the stream: each value is then pickled alone into
     a sink that only counts to find the culprits, which go to lost, and the state is written
-    again after those bytes."""
+    again after those bytes. room: see snapshot() (raises _NoRoom past it)."""
     pickler, _unpickler, writer, null_sink = _classes()
-    out = writer(fd)
+    out = writer(fd, room)
+    aligned = room is not None
     saved = _enter_pickling()
     try:
         for _attempt in range(_STATE_ATTEMPTS):
@@ -239,7 +293,7 @@ def _write_state(fd, ns, state, lost):
             buffers = []
             try:
                 pickler(out, ns, buffers.append).dump(_bindings(state))
-                _write_buffers(out, buffers, out.count - start)
+                _write_buffers(out, buffers, out.count - start, start, aligned)
                 return start, out.count - start
             except Exception:
                 if out.error is not None:
@@ -252,7 +306,7 @@ def _write_state(fd, ns, state, lost):
         lost.update(state)
         start = out.count
         pickler(out, ns).dump({})
-        _write_buffers(out, [], out.count - start)
+        _write_buffers(out, [], out.count - start, start, aligned)
         return start, out.count - start
     finally:
         _leave_pickling(saved)
@@ -260,21 +314,41 @@ def _write_state(fd, ns, state, lost):
 
 # The state is the pickle, then the raw bytes of its out-of-band buffers (protocol 5: the data of
 # numpy arrays, so of DataFrames, goes there without being copied into the pickle), then a
-# trailer: each buffer's length, the pickle's length and the buffer count (8 bytes each, little
-# endian) and a magic. Loading reads each buffer straight into memory of its own (numpy's, which
-# asks for huge pages for big arrays), and the arrays are built on it without another copy.
+# trailer. Layout 1 (a stop's state, streamed down a pipe): the buffers follow each other, and the
+# trailer is each buffer's length, the pickle's length and the buffer count (8 bytes each, little
+# endian) and the magic ALSTATE1. Loading reads each buffer straight into memory of its own
+# (numpy's, which asks for huge pages for big arrays), and the arrays are built on it without
+# another copy. Layout 2 (a fork's shared state, written into a memfd from offset 0): each buffer
+# starts at a multiple of _ALIGN_BIG (4 KiB, a page: a child maps the file and builds its arrays
+# on the mapping) if it is at least _ALIGN_BIG_MIN bytes long, else of 64 (numpy's alignment),
+# zeros between; the trailer is each buffer's (offset from the pickle's start, length), then the
+# pickle's length and the count, and the magic ALSTATE2.
 _TRAILER_MAGIC = b"ALSTATE1"
+_TRAILER_MAGIC_SHARED = b"ALSTATE2"
+_ALIGN_BIG = 4096
+_ALIGN_BIG_MIN = 65536
+_ALIGN_SMALL = 64
 
 
-def _write_buffers(out, buffers, pickle_len):
-    lengths = []
+class _NoRoom(Exception):
+    """The shared state would pass the room the daemon gave (see snapshot())."""
+
+
+def _write_buffers(out, buffers, pickle_len, start=0, aligned=False):
+    table = []
     for b in buffers:
         raw = b.raw()
-        lengths.append(raw.nbytes)
+        if aligned:
+            step = _ALIGN_BIG if raw.nbytes >= _ALIGN_BIG_MIN else _ALIGN_SMALL
+            pad = -out.count % step
+            if pad:
+                out.write(bytes(pad))
+            table.append((out.count - start).to_bytes(8, "little"))
+        table.append(raw.nbytes.to_bytes(8, "little"))
         out.write(raw)
-    out.write(b"".join(n.to_bytes(8, "little") for n in lengths)
-              + pickle_len.to_bytes(8, "little") + len(lengths).to_bytes(8, "little")
-              + _TRAILER_MAGIC)
+    out.write(b"".join(table) + pickle_len.to_bytes(8, "little")
+              + len(buffers).to_bytes(8, "little")
+              + (_TRAILER_MAGIC_SHARED if aligned else _TRAILER_MAGIC))
 
 
 def _read_exact(fd, view, pos):
@@ -293,31 +367,68 @@ def _read_state_parts(fd, offset, size):
         raise EOFError("the saved state is too short")
     trailer = bytearray(24)
     _read_exact(fd, memoryview(trailer), offset + size - 24)
-    if bytes(trailer[16:]) != _TRAILER_MAGIC:
+    magic = bytes(trailer[16:])
+    if magic not in (_TRAILER_MAGIC, _TRAILER_MAGIC_SHARED):
         raise ValueError("the saved state has no valid trailer")
+    shared = magic == _TRAILER_MAGIC_SHARED
     pickle_len = int.from_bytes(trailer[0:8], "little")
     count = int.from_bytes(trailer[8:16], "little")
-    table_len = 8 * count
+    entry = 16 if shared else 8
+    table_len = entry * count
     if count > size or pickle_len + table_len + 24 > size:
         raise ValueError("the saved state's trailer does not match its size")
     table = bytearray(table_len)
     _read_exact(fd, memoryview(table), offset + size - 24 - table_len)
-    lengths = [int.from_bytes(table[i:i + 8], "little") for i in range(0, table_len, 8)]
-    if pickle_len + sum(lengths) + table_len + 24 != size:
-        raise ValueError("the saved state's buffers do not add up to its size")
+    numbers = [int.from_bytes(table[i:i + 8], "little") for i in range(0, table_len, 8)]
+    if shared:
+        places = list(zip(numbers[0::2], numbers[1::2]))
+        end = pickle_len
+        for at, n in places:  # in order, apart, between the pickle and the table
+            if at < end or at + n > size - 24 - table_len:
+                raise ValueError("the saved state's buffers do not fit in it")
+            end = at + n
+    else:
+        places, at = [], pickle_len
+        for n in numbers:
+            places.append((at, n))
+            at += n
+        if pickle_len + sum(numbers) + table_len + 24 != size:
+            raise ValueError("the saved state's buffers do not add up to its size")
     data = bytearray(pickle_len)
     _read_exact(fd, memoryview(data), offset)
+    mapped = _map_shared(fd, offset + size) if shared and places else None
+    if mapped is not None:
+        # Copy-on-write views of the parent's pages: nothing is read or copied now, a write
+        # gives this sandbox its own copy of that page (charged to it), and no one else sees it.
+        return data, [mapped[offset + at:offset + at + n] for at, n in places]
     np = sys.modules.get("numpy")
-    buffers, pos = [], offset + pickle_len
-    for n in lengths:
+    buffers = []
+    for at, n in places:
         # numpy's allocator madvises big blocks for huge pages: one fault per 2 MiB instead of
         # one per 4 KiB, which is most of the cost of bringing a big array back.
         buf = np.empty(n, dtype=np.uint8) if np is not None and n >= (1 << 20) else bytearray(n)
         view = memoryview(buf).cast("B") if np is not None and n >= (1 << 20) else memoryview(buf)
-        _read_exact(fd, view, pos)
+        _read_exact(fd, view, offset + at)
         buffers.append(buf)
-        pos += n
     return data, buffers
+
+
+def _map_shared(fd, length):
+    """A writable view of the first length bytes of fd mapped MAP_PRIVATE, or None when fd is
+    not a sealed file (a memfd nobody can write, shrink or grow any more: what the daemon hands
+    a fork's children): only then is mapping it safe, since a file that shrank under the mapping
+    would kill this process (SIGBUS) and one that is written would change the arrays."""
+    import fcntl
+    import mmap
+
+    need = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+    try:
+        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & need != need or os.fstat(fd).st_size < length:
+            return None
+        m = mmap.mmap(fd, length, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return memoryview(m)
 
 
 def _bindings(state):
@@ -436,18 +547,23 @@ def _build_classes():
     class FdWriter:
         """The pickler's file: every write goes to fd in full (pipes take partial writes)."""
 
-        __slots__ = ("fd", "count", "error")
+        __slots__ = ("fd", "count", "error", "room")
 
-        def __init__(self, fd):
+        def __init__(self, fd, room=None):
             self.fd = fd
             self.count = 0
             self.error = None
+            self.room = room
 
         def write(self, data):
             view = memoryview(data)
             if view.ndim != 1 or view.itemsize != 1:
                 view = picklebuffer(data).raw()  # an array's buffer, passed through as is
             total = view.nbytes
+            if self.room is not None and self.count + total > self.room:
+                self.error = _NoRoom(f"the saved state passes the {self.room} bytes it may take "
+                                     "in the session's memory")
+                raise self.error
             done = 0
             try:
                 while done < total:
