@@ -4,6 +4,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "bootcfg.h"
+#include "files-proto.h"
 #include "jail/cgroup.h"
 
 #include <endian.h>
@@ -21,10 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The channels, in the order of their fds in QEMU (3, 4, 5, 6) and of their ports' names. */
-enum { CH_CTL, CH_OUT, CH_ERR, CH_SIG, CH_COUNT };
+/* The channels, in the order of their fds in QEMU (3, 4, ...) and of their ports' names. */
+enum { CH_CTL, CH_OUT, CH_ERR, CH_SIG, CH_FILES, CH_COUNT };
 static const char *const channel_names[CH_COUNT] = { "airlock.ctl", "airlock.out", "airlock.err",
-                                                     "airlock.sig" };
+                                                     "airlock.sig", VMF_PORT_NAME };
 
 static const char *qemu_binary(void)
 {
@@ -131,10 +132,10 @@ static unsigned long tsc_khz(void)
 }
 
 /* argv for QEMU. Strings live in store (each at most 512 bytes). */
-#define ARGV_MAX 64
+#define ARGV_MAX 96
 struct qemu_argv {
         char *argv[ARGV_MAX + 1];
-        char store[24][512];
+        char store[40][512];
         size_t n, n_store;
 };
 
@@ -207,9 +208,9 @@ static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
         r |= argf(a, "id=root,file=%s/root.erofs,format=raw,if=none,readonly=on", cfg->image_dir);
         arg(a, "-device");
         arg(a, "virtio-blk-device,drive=root");
-        /* Port 0 is the bus's console: the four channels are ports 1 to 4. */
+        /* Port 0 is the bus's console: the channels are ports 1 to CH_COUNT. */
         arg(a, "-device");
-        arg(a, "virtio-serial-device,max_ports=5");
+        r |= argf(a, "virtio-serial-device,max_ports=%d", CH_COUNT + 1);
         for (int i = 0; i < CH_COUNT; i++) {
                 arg(a, "-chardev");
                 r |= argf(a, "socket,id=ch%d,fd=%d", i, 3 + i);
@@ -258,7 +259,7 @@ static int send_bootcfg(int fd, const struct vm_config *cfg)
 }
 
 int vm_start(const struct jail_features *features, const struct vm_config *cfg,
-             struct jail **ret_jail, int *ret_sig_fd, struct airlock_error *err)
+             struct jail **ret_jail, int *ret_sig_fd, int *ret_files_fd, struct airlock_error *err)
 {
         int ours[CH_COUNT], theirs[CH_COUNT], go[2] = { -EBADF, -EBADF };
         struct cgroup *cg = NULL;
@@ -384,6 +385,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         j->adopted = false;
         j->has_pidns = false;
         *ret_sig_fd = ours[CH_SIG];
+        *ret_files_fd = ours[CH_FILES];
         *ret_jail = j;
         log_debug("msg=\"microVM started\" name=%s pid=%d accel=%s", cfg->name, (int) pid,
                   use_tcg() ? "tcg" : "kvm");
