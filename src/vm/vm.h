@@ -12,7 +12,8 @@
  * session's driver (src/session/sandbox.c) drives a VM exactly as it drives a jail: the "pid"
  * is QEMU's, whose exit ends the session, and a kill kills QEMU.
  *
- * QEMU runs in a cgroup of its own (the guest's memory plus VM_OVERHEAD_BYTES), with its
+ * QEMU runs in a cgroup of its own (the guest's memory plus VM_OVERHEAD_BYTES), never as
+ * root (vmm.h: a uid of its own, no capabilities, the image's files passed as fds), with its
  * seccomp sandbox (`-sandbox on`, no spawning, no privilege changes), no network device, and
  * the guest's memory the profile's limit. Inside, init drops the runner's privileges as the
  * jail does (bootcfg.h): the guest is a second wall, not the only one. */

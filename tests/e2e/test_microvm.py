@@ -209,6 +209,26 @@ def check_files(d, sid):
     assert box["r"]["result"] == "'written mid-cell'", box["r"]
 
 
+def check_vmm_unprivileged(pid, image):
+    """QEMU is never root (src/vm/vmm.h): a uid of its own, no capabilities, no_new_privs, and
+    the image's files handed over as fds, not paths into the state directory."""
+    status = dict(line.split(":", 1) for line in
+                  pathlib.Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    uids = status["Uid"].split()
+    gids = status["Gid"].split()
+    assert len(set(uids)) == 1 and int(uids[0]) == 0x58000000 + pid, status["Uid"]
+    assert len(set(gids)) == 1 and int(gids[0]) == 0x58000000 + pid, status["Gid"]
+    for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[caps], 16) == 0, (caps, status[caps])
+    assert status["NoNewPrivs"].strip() == "1"
+    groups = status["Groups"].split()
+    assert groups in ([], [str(os.stat("/dev/kvm").st_gid)] if os.path.exists("/dev/kvm")
+                      else []), groups
+    cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert not any(str(image).encode() in a for a in cmdline), cmdline
+    assert b"/proc/self/fd/" in b" ".join(cmdline)
+
+
 def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
     d = vm_daemon
     release = dict(line.split("=", 1) for line in
@@ -225,6 +245,7 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert first["status"] == "ok", first
         assert first["result"] == "42"
         assert len(qemu_children(d)) == 1, "one QEMU per microVM session"
+        check_vmm_unprivileged(qemu_children(d)[0], image)
 
         # The guest's own kernel, not the host's.
         r = execute(d, sid, "import os\nprint(os.uname().release, os.getuid())")
