@@ -229,6 +229,21 @@ def check_vmm_unprivileged(pid, image):
     assert b"/proc/self/fd/" in b" ".join(cmdline)
 
 
+def check_usage(d, sid):
+    """Usage per execution: CPU and peak memory of the VMM's cgroup, wall from the daemon."""
+    idle = execute(d, sid, "import time\ntime.sleep(1.5)")["usage"]
+    r = execute(d, sid, "import time\nt = time.monotonic()\n"
+                        "while time.monotonic() < t + 1.5:\n    pass")
+    assert r["status"] == "ok", r
+    u = r["usage"]
+    assert u["wall_ms"] >= 1500 and idle["wall_ms"] >= 1500, (u, idle)
+    # The guest's busy loop is QEMU's CPU time (how much of the 1.5 s depends on what else the
+    # host runs); a guest that sleeps halts its vCPU.
+    assert u["cpu_ms"] > 50 and u["cpu_ms"] > idle["cpu_ms"], (u, idle)
+    # The VMM's footprint: at least the guest's memory it touched to boot and run Python.
+    assert u["peak_memory_bytes"] > 64 << 20, u
+
+
 def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
     d = vm_daemon
     release = dict(line.split("=", 1) for line in
@@ -282,6 +297,7 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert r["stdout"].splitlines()[:2] == ["/work", "1000"]
 
         check_files(d, sid)
+        check_usage(d, sid)
         r = execute(d, sid, "x")
         assert r["result"] == "41"
     finally:
