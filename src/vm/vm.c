@@ -282,6 +282,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         int ours[CH_COUNT], theirs[CH_COUNT], go[2] = { -EBADF, -EBADF };
         int img[VMM_IMAGE_FILES] = { -EBADF, -EBADF, -EBADF };
         gid_t kvm_gid = (gid_t) -1;
+        bool private_root;
         struct cgroup *cg = NULL;
         struct qemu_argv a = { 0 };
         struct jail *j = NULL;
@@ -313,6 +314,11 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         r = vmm_open_image(cfg->image_dir, img, err);
         if (r < 0)
                 return r;
+        /* QEMU from /usr (Debian's) sees only /usr, /proc and a few devices; one from
+         * elsewhere (AIRLOCK_QEMU), or one writing its console to a file of the host
+         * (AIRLOCK_VM_CONSOLE, for debugging), sees the host's filesystem as its uid may. */
+        private_root = !getenv("AIRLOCK_VM_CONSOLE") &&
+                       (!strchr(qemu_binary(), '/') || strncmp(qemu_binary(), "/usr/", 5) == 0);
         for (int i = 0; i < CH_COUNT; i++) {
                 int sv[2];
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -372,7 +378,10 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                         _exit(127);
                 (void) syscall(SYS_close_range, 3u + CH_COUNT + VMM_IMAGE_FILES, ~0u, 0u);
                 (void) setpgid(0, 0);
-                /* Never root: no capabilities, a uid of its own (vmm.h). */
+                /* A root of its own (vmm.h), then never root: no capabilities, a uid of its
+                 * own. */
+                if (private_root && vmm_private_root(use_tcg() ? NULL : kvm_device()) < 0)
+                        _exit(125);
                 if (vmm_drop_privileges(kvm_gid) < 0)
                         _exit(126);
                 execvp(a.argv[0], a.argv);

@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -108,6 +110,79 @@ int vmm_drop_privileges(gid_t kvm_gid)
         if (syscall(SYS_capset, &hdr, data) < 0)
                 return -errno;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+/* One bind mount of src onto dst (made as a file or a directory like src), read-only when
+ * ro. */
+static int bind_into(const char *src, const char *dst, bool dir, bool ro)
+{
+        if (dir ? mkdir(dst, 0755) < 0 && errno != EEXIST : mknod(dst, S_IFREG | 0644, 0) < 0)
+                return -errno;
+        if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                return -errno;
+        if (ro && mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                        NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+int vmm_private_root(const char *kvm_dev)
+{
+        static const char *const links[][2] = {
+                { "usr/bin", "/" VMM_NEWROOT "/bin" },
+                { "usr/sbin", "/" VMM_NEWROOT "/sbin" },
+                { "usr/lib", "/" VMM_NEWROOT "/lib" },
+                { "usr/lib64", "/" VMM_NEWROOT "/lib64" },
+        };
+        static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/urandom",
+                                            "/dev/random" };
+        char path[256];
+        int r;
+
+        if (unshare(CLONE_NEWNS) < 0)
+                return -errno;
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return -errno;
+        /* The new root: an empty tmpfs over a directory every host has, in this namespace
+         * only. */
+        if (mount("airlock-vmm", "/" VMM_NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV,
+                  "size=64k,nr_inodes=64,mode=0755") < 0)
+                return -errno;
+        r = bind_into("/usr", "/" VMM_NEWROOT "/usr", true, true);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+                if (symlink(links[i][0], links[i][1]) < 0)
+                        return -errno;
+        /* /proc for /proc/self/fd (the image's files); QEMU's own pid is the host's. */
+        r = bind_into("/proc", "/" VMM_NEWROOT "/proc", true, false);
+        if (r < 0)
+                return r;
+        if (mkdir("/" VMM_NEWROOT "/dev", 0755) < 0 || mkdir("/" VMM_NEWROOT "/tmp", 01777) < 0)
+                return -errno;
+        for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++) {
+                (void) snprintf(path, sizeof(path), "/" VMM_NEWROOT "%s", devs[i]);
+                r = bind_into(devs[i], path, false, false);
+                if (r < 0)
+                        return r;
+        }
+        if (kvm_dev) {
+                (void) snprintf(path, sizeof(path), "/" VMM_NEWROOT "/dev/kvm");
+                r = bind_into(kvm_dev, path, false, false);
+                if (r < 0)
+                        return r;
+        }
+        if (mkdir("/" VMM_NEWROOT "/old", 0700) < 0)
+                return -errno;
+        if (syscall(SYS_pivot_root, "/" VMM_NEWROOT, "/" VMM_NEWROOT "/old") < 0)
+                return -errno;
+        if (chdir("/") < 0 || umount2("/old", MNT_DETACH) < 0 || rmdir("/old") < 0)
+                return -errno;
+        /* The root itself read-only: nothing to write into but /tmp's nothing. */
+        if (mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+            0)
                 return -errno;
         return 0;
 }

@@ -34,3 +34,13 @@ int vmm_kvm_access(const char *dev, gid_t *ret_gid, struct airlock_error *err);
  * uid for its pid, with kvm_gid (when not (gid_t) -1) as its only supplementary group.
  * Returns 0 or -errno; the child exits on failure. Async-signal-safe (no allocation). */
 int vmm_drop_privileges(gid_t kvm_gid);
+
+/* The mount point of the VMM's root while it is built, in its own mount namespace only. */
+#define VMM_NEWROOT "tmp"
+
+/* In the forked child, before vmm_drop_privileges(): a mount namespace of its own whose root
+ * is an empty read-only tmpfs with the host's /usr (read-only: QEMU, its libraries, modules
+ * and firmware), /proc (for /proc/self/fd), /dev/null, zero, random, urandom and, when
+ * kvm_dev, /dev/kvm. Nothing else of the host: no state directory, no /etc, /home, /var or
+ * /run. Returns 0 or -errno. */
+int vmm_private_root(const char *kvm_dev);

@@ -227,6 +227,16 @@ def check_vmm_unprivileged(pid, image):
     cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert not any(str(image).encode() in a for a in cmdline), cmdline
     assert b"/proc/self/fd/" in b" ".join(cmdline)
+    # A root of its own: the host's /usr, /proc and a few devices, nothing else.
+    assert sorted(os.listdir(f"/proc/{pid}/root")) == \
+        ["bin", "dev", "lib", "lib64", "proc", "sbin", "tmp", "usr"]
+    devs = sorted(os.listdir(f"/proc/{pid}/root/dev"))
+    assert devs in (["null", "random", "urandom", "zero"],
+                    ["kvm", "null", "random", "urandom", "zero"]), devs
+    assert os.readlink(f"/proc/{pid}/root/lib") == "usr/lib"
+    with open(f"/proc/{pid}/mountinfo") as f:
+        mounts = f.read()
+    assert " /usr " in mounts and "/var" not in mounts and "/work" not in mounts, mounts
 
 
 def check_usage(d, sid):
