@@ -8,9 +8,9 @@
  * virtio-serial ports, each a socketpair end handed to QEMU (`-chardev socket,fd=N`): the
  * control socket (init relays it to a socketpair in the guest), stdout, stderr, and a signal
  * port (a byte 'I' is SIGINT to the runner). A fifth port carries the daemon's file requests
- * to a server of init's (vm/files.h, files-proto.h). vm_start() returns them as a struct jail, so the
- * session's driver (src/session/sandbox.c) drives a VM exactly as it drives a jail: the "pid"
- * is QEMU's, whose exit ends the session, and a kill kills QEMU.
+ * to a server of init's (vm/files.h, files-proto.h). vm_start() returns them as a struct
+ * jail, so the session's driver (src/session/sandbox.c) drives a VM exactly as it drives a
+ * jail: the "pid" is QEMU's, whose exit ends the session, and a kill kills QEMU.
  *
  * QEMU runs in a cgroup of its own (the guest's memory plus VM_OVERHEAD_BYTES), never as
  * root (vmm.h: a uid of its own, no capabilities, the image's files passed as fds), with its
