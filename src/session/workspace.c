@@ -448,6 +448,13 @@ static int vm_file_error(int r, const char *verb, const char *path, struct airlo
                                  r == -EINVAL ? "not a regular file" : errno_word(r));
 }
 
+static uint64_t vm_read_max(const struct sandbox *sb, uint64_t max_bytes)
+{
+        uint64_t work = sb->profile->limits.workspace_bytes;
+
+        return work && work < max_bytes ? work : max_bytes;
+}
+
 static int vm_file_read(struct sandbox *sb, const char *path, size_t max_bytes, char **ret_data,
                         size_t *ret_len, struct airlock_error *err)
 {
@@ -456,7 +463,9 @@ static int vm_file_read(struct sandbox *sb, const char *path, size_t max_bytes, 
 
         if (err)
                 err->msg[0] = '\0';
-        r = vm_files_read(sb->vm_files, path, max_bytes, ret_data, ret_len, &size, err);
+        /* No file of /work is larger than the workspace: the guest is not asked for more. */
+        r = vm_files_read(sb->vm_files, path, vm_read_max(sb, max_bytes), ret_data, ret_len, &size,
+                          err);
         if (r == -EISDIR && !(err && err->msg[0]))
                 return airlock_error_set(err, r, "'%s' is a directory", path);
         if (r == -EFBIG && !(err && err->msg[0]))
@@ -467,25 +476,28 @@ static int vm_file_read(struct sandbox *sb, const char *path, size_t max_bytes, 
 static int vm_file_open(struct sandbox *sb, const char *path, size_t max_bytes, int *ret_fd,
                         uint64_t *ret_size, struct airlock_error *err)
 {
-        _cleanup_free_ char *data = NULL;
         _cleanup_close_ int fd = -EBADF;
-        size_t len = 0;
+        uint64_t size = 0;
         int r;
 
-        r = vm_file_read(sb, path, max_bytes, &data, &len, err);
-        if (r < 0)
-                return r;
-        /* The content as a file the caller streams from (the daemon's memory, sealed). */
+        /* The content lands in a sealed memfd as it arrives (the daemon's memory, at most the
+         * workspace's size), which the caller streams from. */
         fd = memfd_create("airlock-vm-file", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return airlock_error_set(err, -errno, "cannot read '%s': memfd: %m", path);
-        r = write_full(fd, data, len);
+        if (err)
+                err->msg[0] = '\0';
+        r = vm_files_read_to_fd(sb->vm_files, path, vm_read_max(sb, max_bytes), fd, &size, err);
+        if (r == -EISDIR && !(err && err->msg[0]))
+                return airlock_error_set(err, r, "'%s' is a directory", path);
+        if (r == -EFBIG && !(err && err->msg[0]))
+                return airlock_error_set(err, r, "'%s' is larger than %zu bytes", path, max_bytes);
         if (r < 0)
-                return airlock_error_set(err, r, "cannot read '%s': %s", path, strerror(-r));
+                return vm_file_error(r, "read", path, err);
         if (lseek(fd, 0, SEEK_SET) < 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
                 return airlock_error_set(err, -errno, "cannot read '%s': %m", path);
-        *ret_size = len;
+        *ret_size = size;
         *ret_fd = TAKE_FD(fd);
         return 0;
 }

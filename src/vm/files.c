@@ -144,72 +144,106 @@ static int request(struct vm_files *vf, uint32_t op, const char *path, uint64_t 
         return 0;
 }
 
+/* READ's chunks into a growing buffer (*buf) or, when out_fd >= 0, into out_fd. The buffer
+ * grows with what arrives, never with what the guest says the size is. */
+static int read_chunks(struct vm_files *vf, uint64_t max, uint64_t deadline, char **buf, int out_fd,
+                       uint64_t *ret_got, struct airlock_error *err)
+{
+        static const size_t first = 64u * 1024u;
+        _cleanup_free_ char *chunk = out_fd >= 0 ? malloc(VMF_CHUNK_MAX) : NULL;
+        size_t cap = 0;
+        uint64_t got = 0;
+
+        if (out_fd >= 0 && !chunk)
+                return broke(vf, -ENOMEM, err, "out of memory for the file");
+        for (;;) {
+                uint32_t n_le, n;
+                int r = xfer(vf, false, &n_le, 4, deadline, err);
+                if (r < 0)
+                        return r;
+                n = le32toh(n_le);
+                if (n == 0)
+                        break;
+                if (n > VMF_CHUNK_MAX || got + n > max)
+                        return broke(vf, -EIO, err, "the guest sent more than was asked for");
+                if (out_fd >= 0) {
+                        r = xfer(vf, false, chunk, n, deadline, err);
+                        if (r >= 0 && (r = write_full(out_fd, chunk, n)) < 0)
+                                return broke(vf, r, err, "cannot keep the file's content");
+                } else {
+                        if (got + n + 1 > cap) {
+                                size_t want = cap ? cap * 2 : first;
+                                char *bigger;
+                                while (want < got + n + 1)
+                                        want *= 2;
+                                bigger = realloc(*buf, want);
+                                if (!bigger)
+                                        return broke(vf, -ENOMEM, err,
+                                                     "out of memory for the file");
+                                *buf = bigger;
+                                cap = want;
+                        }
+                        r = xfer(vf, false, *buf + got, n, deadline, err);
+                }
+                if (r < 0)
+                        return r;
+                got += n;
+        }
+        *ret_got = got;
+        return 0;
+}
+
+static int read_file(struct vm_files *vf, const char *path, uint64_t max, char **buf, int out_fd,
+                     uint64_t *ret_got, uint64_t *ret_size, struct airlock_error *err)
+{
+        struct vmf_resp a;
+        int r;
+
+        if (max > SIZE_MAX / 2)
+                max = SIZE_MAX / 2;
+        pthread_mutex_lock(&vf->lock);
+        r = request(vf, VMF_READ, path, max, NULL, 0, deadline_for(0), &a, err);
+        if (r >= 0 && ret_size)
+                *ret_size = a.aux;
+        if (r >= 0 && a.status >= 0 && a.len != 0)
+                r = broke(vf, -EIO, err, "the guest's read answer is malformed");
+        if (r >= 0 && a.status >= 0)
+                r = read_chunks(vf, max, deadline_for(a.aux < max ? a.aux : max), buf, out_fd,
+                                ret_got, err);
+        pthread_mutex_unlock(&vf->lock);
+        return r < 0 ? r : a.status;
+}
+
 int vm_files_read(struct vm_files *vf, const char *path, uint64_t max, char **ret_data,
                   size_t *ret_len, uint64_t *ret_size, struct airlock_error *err)
 {
         _cleanup_free_ char *buf = NULL;
-        struct vmf_resp a;
-        uint64_t deadline = deadline_for(0), got = 0;
+        uint64_t got = 0;
         int r;
 
-        if (max > SIZE_MAX - 1)
-                max = SIZE_MAX - 1;
-        pthread_mutex_lock(&vf->lock);
-        r = request(vf, VMF_READ, path, max, NULL, 0, deadline, &a, err);
-        if (r < 0 || a.status < 0) {
-                if (r >= 0 && ret_size)
-                        *ret_size = a.aux;
-                pthread_mutex_unlock(&vf->lock);
-                return r < 0 ? r : a.status;
-        }
-        if (a.len != 0) {
-                r = broke(vf, -EIO, err, "the guest's read answer is malformed");
-                pthread_mutex_unlock(&vf->lock);
-                return r;
-        }
-        /* Room for what the guest said the size is, within max; grown as chunks come. */
-        buf = malloc((size_t) (a.aux < max ? a.aux : max) + 1);
-        if (!buf) {
-                r = broke(vf, -ENOMEM, err, "out of memory for the file");
-                pthread_mutex_unlock(&vf->lock);
-                return r;
-        }
-        deadline = deadline_for(a.aux < max ? a.aux : max);
-        for (size_t cap = (size_t) (a.aux < max ? a.aux : max);;) {
-                uint32_t n_le, n;
-                r = xfer(vf, false, &n_le, 4, deadline, err);
-                if (r < 0)
-                        break;
-                n = le32toh(n_le);
-                if (n == 0)
-                        break;
-                if (n > VMF_CHUNK_MAX || got + n > max) {
-                        r = broke(vf, -EIO, err, "the guest sent more than was asked for");
-                        break;
-                }
-                if (got + n > cap) {
-                        char *bigger = realloc(buf, (size_t) (got + n) + 1);
-                        if (!bigger) {
-                                r = broke(vf, -ENOMEM, err, "out of memory for the file");
-                                break;
-                        }
-                        buf = bigger;
-                        cap = (size_t) (got + n);
-                }
-                r = xfer(vf, false, buf + got, n, deadline, err);
-                if (r < 0)
-                        break;
-                got += n;
-        }
-        pthread_mutex_unlock(&vf->lock);
+        r = read_file(vf, path, max, &buf, -1, &got, ret_size, err);
         if (r < 0)
                 return r;
+        if (!buf && !(buf = malloc(1)))
+                return -ENOMEM;
         buf[got] = '\0';
         *ret_len = (size_t) got;
         if (ret_size)
                 *ret_size = got;
         *ret_data = TAKE_PTR(buf);
         return 0;
+}
+
+int vm_files_read_to_fd(struct vm_files *vf, const char *path, uint64_t max, int out_fd,
+                        uint64_t *ret_size, struct airlock_error *err)
+{
+        uint64_t got = 0;
+        int r;
+
+        r = read_file(vf, path, max, NULL, out_fd, &got, ret_size, err);
+        if (r >= 0 && ret_size)
+                *ret_size = got;
+        return r;
 }
 
 int vm_files_write(struct vm_files *vf, const char *path, const void *data, size_t len,

@@ -33,6 +33,10 @@ struct vm_files *vm_files_free(struct vm_files *vf);
 int vm_files_read(struct vm_files *vf, const char *path, uint64_t max, char **ret_data,
                   size_t *ret_len, uint64_t *ret_size, struct airlock_error *err);
 
+/* The same, the content written to out_fd as it arrives (*ret_size: the bytes written). */
+int vm_files_read_to_fd(struct vm_files *vf, const char *path, uint64_t max, int out_fd,
+                        uint64_t *ret_size, struct airlock_error *err);
+
 /* Creates or replaces a regular file (and the directories on the way) with data. */
 int vm_files_write(struct vm_files *vf, const char *path, const void *data, size_t len,
                    struct airlock_error *err);

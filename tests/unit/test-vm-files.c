@@ -121,6 +121,18 @@ Test(vm_files, write_read_list_delete)
 
         cr_expect_eq(vm_files_read(vf, "nope", 100, &data, &len, &size, &err), -ENOENT);
         cr_expect_eq(vm_files_read(vf, "a", 100, &data, &len, &size, &err), -EISDIR);
+        {
+                /* Streamed into an fd, as a download is. */
+                char got[8] = { 0 };
+                FILE *tmp = tmpfile();
+                cr_assert_not_null(tmp);
+                cr_assert_eq(vm_files_read_to_fd(vf, "a/b/c.txt", 100, fileno(tmp), &size, &err), 0,
+                             "%s", err.msg);
+                cr_expect_eq(size, 2);
+                cr_expect_eq(pread(fileno(tmp), got, sizeof(got), 0), 2);
+                cr_expect_str_eq(got, "hi");
+                (void) fclose(tmp);
+        }
         cr_expect_eq(vm_files_list(vf, "a/b/c.txt", 100, collect, &l, &truncated, &err), -ENOTDIR);
         cr_assert_eq(vm_files_delete(vf, "a", 1000, &removed, &left, &err), 0, "%s", err.msg);
         cr_expect_eq(removed, 3);
@@ -247,6 +259,25 @@ Test(vm_files, a_lying_guest_breaks_the_channel)
                 vf = liar(answer, sizeof(answer));
                 cr_expect_eq(vm_files_read(vf, "x", 100, &data, &len, &size, &err), -EIO);
                 cr_expect_null(data);
+                (void) vm_files_free(vf);
+                (void) waitpid(server, NULL, 0);
+        }
+
+        /* A size claimed in the exabytes allocates nothing of it: what arrives is kept. */
+        {
+                char answer[sizeof(r) + 4 + 3 + 4] = { 0 };
+                uint32_t n = htole32(3);
+                r = resp(VMF_MAGIC, 0, 0, 1ull << 62);
+                memcpy(answer, &r, sizeof(r));
+                memcpy(answer + sizeof(r), &n, 4);
+                memcpy(answer + sizeof(r) + 4, "abc", 3);
+                vf = liar(answer, sizeof(answer));
+                cr_expect_eq(vm_files_read(vf, "x", UINT64_MAX, &data, &len, &size, &err), 0, "%s",
+                             err.msg);
+                cr_expect_eq(len, 3);
+                cr_expect_str_eq(data, "abc");
+                free(data);
+                data = NULL;
                 (void) vm_files_free(vf);
                 (void) waitpid(server, NULL, 0);
         }
