@@ -41,6 +41,10 @@ void lifecycle_save_files(struct session *s)
 
         if (s->ephemeral || !s->mgr->store || !s->sb)
                 return;
+        /* A microVM's /work is inside its VM, reached file by file over its channel: it is
+         * not copied to disk after each change (docs/PROFILES.md, "The microvm tier"). */
+        if (s->sb->vm_files)
+                return;
         pthread_mutex_lock(&s->save_lock);
         r = snapshot_save_files(state_dir(s->mgr), s->id, s->sb, s->mgr->cfg.max_stopped_bytes,
                                 &err);

@@ -12,6 +12,7 @@
 #include "base/wire.h"
 #include "config.h"
 #include "session-internal.h"
+#include "vm/files.h"
 #include "vm/vm.h"
 
 #include <endian.h>
@@ -660,7 +661,10 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
                         .tmp_bytes = p->limits.tmp_bytes,
                         .envp = sb->envp,
                 };
-                r = vm_start(features, &vcfg, &sb->jail, &sb->vm_sig_fd, err);
+                int files_fd = -EBADF;
+                r = vm_start(features, &vcfg, &sb->jail, &sb->vm_sig_fd, &files_fd, err);
+                if (r >= 0 && !(sb->vm_files = vm_files_new(files_fd)))
+                        r = airlock_error_set(err, -ENOMEM, "out of memory");
         } else {
                 r = jail_spawn(features, &cfg, &sb->jail, err);
         }
@@ -1877,6 +1881,7 @@ struct sandbox *sandbox_free(struct sandbox *sb)
                 (void) close(sb->status_fd);
         if (sb->vm_sig_fd >= 0)
                 (void) close(sb->vm_sig_fd);
+        sb->vm_files = vm_files_free(sb->vm_files);
         if (sb->layer_fd >= 0)
                 (void) close(sb->layer_fd); /* after the jail: nothing has the layer mounted */
         if (sb->workdir)

@@ -8,6 +8,7 @@
 #include "base/utf8.h"
 #include "base/util.h"
 #include "session-internal.h"
+#include "vm/files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -111,12 +113,14 @@ int workspace_open(struct sandbox *sb, struct airlock_error *err)
         int fd;
 
         /* A microVM's /work is inside the guest: /proc/<pid>/root of its "pid", QEMU, is the
-         * host's root, never to be written into. */
+         * host's root, never to be written into. Its files go over the VM's file channel (the
+         * sandbox_file_* calls below); what needs a directory fd (airlock run's copies, saving
+         * the workspace on stop) is refused. */
         if (sb->vm_sig_fd >= 0)
                 return airlock_error_set(err, -EOPNOTSUPP,
-                                         "the files of a microVM session are not reachable "
-                                         "from the daemon yet: read and write them with code "
-                                         "in the session");
+                                         "the workspace of a microVM session is inside its VM: "
+                                         "the daemon reaches its files one by one through the "
+                                         "file API only");
         if (sb->workdir)
                 fd = open(sb->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         else {
@@ -430,6 +434,162 @@ static int open_parent(struct sandbox *sb, int work, const char *path, bool crea
         return dir;
 }
 
+/* The microVM tier: the same calls over the VM's file channel (vm/files.h), served in the
+ * guest beneath its /work with the same rules (no symlink followed, nothing outside /work).
+ * The paths were checked by the callers; a file's errno is worded as for the namespaces tier,
+ * a failure of the channel comes with its own message. */
+static int vm_file_error(int r, const char *verb, const char *path, struct airlock_error *err)
+{
+        if (err && err->msg[0])
+                return r;
+        if (r == -ENXIO)
+                r = -EINVAL;
+        return airlock_error_set(err, r, "cannot %s '%s': %s", verb, path,
+                                 r == -EINVAL ? "not a regular file" : errno_word(r));
+}
+
+static uint64_t vm_read_max(const struct sandbox *sb, uint64_t max_bytes)
+{
+        uint64_t work = sb->profile->limits.workspace_bytes;
+
+        return work && work < max_bytes ? work : max_bytes;
+}
+
+static int vm_file_read(struct sandbox *sb, const char *path, size_t max_bytes, char **ret_data,
+                        size_t *ret_len, struct airlock_error *err)
+{
+        uint64_t size = 0;
+        int r;
+
+        if (err)
+                err->msg[0] = '\0';
+        /* No file of /work is larger than the workspace: the guest is not asked for more. */
+        r = vm_files_read(sb->vm_files, path, vm_read_max(sb, max_bytes), ret_data, ret_len, &size,
+                          err);
+        if (r == -EISDIR && !(err && err->msg[0]))
+                return airlock_error_set(err, r, "'%s' is a directory", path);
+        if (r == -EFBIG && !(err && err->msg[0]))
+                return airlock_error_set(err, r, "'%s' is larger than %zu bytes", path, max_bytes);
+        return r < 0 ? vm_file_error(r, "read", path, err) : 0;
+}
+
+static int vm_file_open(struct sandbox *sb, const char *path, size_t max_bytes, int *ret_fd,
+                        uint64_t *ret_size, struct airlock_error *err)
+{
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t size = 0;
+        int r;
+
+        /* The content lands in a sealed memfd as it arrives (the daemon's memory, at most the
+         * workspace's size), which the caller streams from. */
+        fd = memfd_create("airlock-vm-file", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return airlock_error_set(err, -errno, "cannot read '%s': memfd: %m", path);
+        if (err)
+                err->msg[0] = '\0';
+        r = vm_files_read_to_fd(sb->vm_files, path, vm_read_max(sb, max_bytes), fd, &size, err);
+        if (r == -EISDIR && !(err && err->msg[0]))
+                return airlock_error_set(err, r, "'%s' is a directory", path);
+        if (r == -EFBIG && !(err && err->msg[0]))
+                return airlock_error_set(err, r, "'%s' is larger than %zu bytes", path, max_bytes);
+        if (r < 0)
+                return vm_file_error(r, "read", path, err);
+        if (lseek(fd, 0, SEEK_SET) < 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+                return airlock_error_set(err, -errno, "cannot read '%s': %m", path);
+        *ret_size = size;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int vm_file_write(struct sandbox *sb, const char *path, const void *data, size_t len,
+                         struct airlock_error *err)
+{
+        int r;
+
+        if (err)
+                err->msg[0] = '\0';
+        r = vm_files_write(sb->vm_files, path, data, len, err);
+        if (r == -EISDIR && !(err && err->msg[0]))
+                return airlock_error_set(err, r, "cannot write '%s': not a regular file", path);
+        return r < 0 ? vm_file_error(r, "write", path, err) : 0;
+}
+
+static int vm_file_delete(struct sandbox *sb, const char *path, uint64_t timeout_ms,
+                          struct tree_removal *ret_removal, struct airlock_error *err)
+{
+        struct tree_removal t = { 0 };
+        int r;
+
+        if (err)
+                err->msg[0] = '\0';
+        r = vm_files_delete(sb->vm_files, path, timeout_ms, &t.removed, &t.left, err);
+        if (ret_removal)
+                *ret_removal = t;
+        if (r == -ENOTEMPTY && !(err && err->msg[0])) {
+                t.why = -ETIME;
+                return airlock_error_set(err, r,
+                                         "partial delete of '%.200s': %llu entries were removed "
+                                         "and %llu are left (the time ran out, the tree is "
+                                         "deeper than %u levels, or code in the session is "
+                                         "writing into it); delete it again to go on",
+                                         path, (unsigned long long) t.removed,
+                                         (unsigned long long) t.left, 128u);
+        }
+        return r < 0 ? vm_file_error(r, "delete", path, err) : 0;
+}
+
+static json_t *listing_entry(const char *name, const char *rel, const struct stat *st);
+
+struct vm_list_ctx {
+        const char *dir;
+        json_t *entries;
+};
+
+static int vm_list_one(void *ctx, const char *name, uint8_t type, uint64_t size, int64_t mtime)
+{
+        struct vm_list_ctx *c = ctx;
+        struct stat st = { 0 };
+        char rel[4400];
+        json_t *e;
+
+        st.st_mode = type == 1 ? S_IFREG : type == 2 ? S_IFDIR : type == 3 ? S_IFLNK : S_IFIFO;
+        st.st_size = (off_t) (size > INT64_MAX ? INT64_MAX : size);
+        st.st_mtim.tv_sec = (time_t) mtime;
+        (void) snprintf(rel, sizeof(rel), "%s%s%s", c->dir, *c->dir ? "/" : "", name);
+        e = listing_entry(name, rel, &st);
+        if (e)
+                json_array_append_new(c->entries, e);
+        return 0;
+}
+
+static int vm_file_list(struct sandbox *sb, const char *dir_path, json_t **ret_listing,
+                        struct airlock_error *err)
+{
+        struct vm_list_ctx c = { .dir = dir_path, .entries = json_array() };
+        _cleanup_free_ char *clean_dir = NULL;
+        bool truncated = false;
+        int r;
+
+        if (!c.entries)
+                return -ENOMEM;
+        if (err)
+                err->msg[0] = '\0';
+        r = vm_files_list(sb->vm_files, dir_path, COPY_OUT_MAX_FILES, vm_list_one, &c, &truncated,
+                          err);
+        if (r < 0) {
+                json_decref(c.entries);
+                if (r == -ENOTDIR && !(err && err->msg[0]))
+                        return airlock_error_set(err, r, "cannot list '%s': %s", dir_path,
+                                                 errno_word(r));
+                return vm_file_error(r, "list", dir_path, err);
+        }
+        clean_dir = utf8_sanitize(dir_path, strlen(dir_path));
+        *ret_listing = json_pack("{s:s, s:o, s:b}", "dir", clean_dir ? clean_dir : "", "entries",
+                                 c.entries, "truncated", truncated);
+        return *ret_listing ? 0 : -ENOMEM;
+}
+
 int sandbox_file_open(struct sandbox *sb, const char *path, size_t max_bytes, int *ret_fd,
                       uint64_t *ret_size, struct airlock_error *err)
 {
@@ -438,6 +598,8 @@ int sandbox_file_open(struct sandbox *sb, const char *path, size_t max_bytes, in
 
         if (!workspace_path_is_valid(path, false))
                 return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
+        if (sb->vm_files)
+                return vm_file_open(sb, path, max_bytes, ret_fd, ret_size, err);
         work = workspace_open(sb, err);
         if (work < 0)
                 return work;
@@ -472,6 +634,12 @@ int sandbox_file_read(struct sandbox *sb, const char *path, size_t max_bytes, ch
         size_t got = 0;
         int r;
 
+        if (sb->vm_files) {
+                if (!workspace_path_is_valid(path, false))
+                        return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work",
+                                                 path);
+                return vm_file_read(sb, path, max_bytes, ret_data, ret_len, err);
+        }
         r = sandbox_file_open(sb, path, max_bytes, &fd, &size, err);
         if (r < 0)
                 return r;
@@ -556,6 +724,11 @@ int sandbox_file_write(struct sandbox *sb, const char *path, const void *data, s
                 return airlock_error_set(err, -EFBIG,
                                          "%zu bytes is more than the workspace holds (%llu)", len,
                                          (unsigned long long) sb->profile->limits.workspace_bytes);
+        /* A microVM: the guest's file server writes it, whether or not a cell runs; its /work
+         * is a tmpfs of the workspace's size in the guest's memory, which says ENOSPC when
+         * full (QEMU's cgroup, which holds the guest's RAM whole, says nothing about it). */
+        if (sb->vm_files)
+                return vm_file_write(sb, path, data, len, err);
         /* The file's pages will count against the session's memory: refuse what cannot fit
          * rather than have the session killed for it. */
         if (limit && sandbox_usage(sb, &usage) >= 0 &&
@@ -595,6 +768,11 @@ int sandbox_file_delete(struct sandbox *sb, const char *path, uint64_t timeout_m
                 *ret_removal = t;
         if (!workspace_path_is_valid(path, false))
                 return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work", path);
+        if (sb->vm_files) {
+                if (timeout_ms == 0 || timeout_ms > WORKSPACE_DELETE_TIME_MAX_MS)
+                        timeout_ms = WORKSPACE_DELETE_TIME_MAX_MS;
+                return vm_file_delete(sb, path, timeout_ms, ret_removal, err);
+        }
         work = workspace_open(sb, err);
         if (work < 0)
                 return work;
@@ -697,6 +875,8 @@ int sandbox_file_list(struct sandbox *sb, const char *dir_path, json_t **ret_lis
         if (!workspace_path_is_valid(dir_path, true))
                 return airlock_error_set(err, -EINVAL, "'%s' is not a valid path in /work",
                                          dir_path);
+        if (sb->vm_files)
+                return vm_file_list(sb, dir_path, ret_listing, err);
         work = workspace_open(sb, err);
         if (work < 0)
                 return work;

@@ -3,8 +3,8 @@
  *   1. mounts /dev, /proc and /sys of the initramfs and loads the modules /modules.list names
  *      (virtio-mmio, virtio-blk, virtio-console, erofs, in dependency order);
  *   2. waits for the root disk /dev/vda and the virtio-serial ports "airlock.ctl" (the runner's
- *      wire), "airlock.out" and "airlock.err" (its stdout and stderr) and "airlock.sig" (a byte
- *      'I' = SIGINT to the runner);
+ *      wire), "airlock.out" and "airlock.err" (its stdout and stderr), "airlock.sig" (a byte
+ *      'I' = SIGINT to the runner) and "airlock.files" (the daemon's file requests);
  *   3. reads the boot configuration (bootcfg.h) from the control port;
  *   4. mounts the EROFS root read-only, a fresh tmpfs /work and /tmp sized by the configuration,
  *      /proc, a read-only /sys and a /dev of the five harmless character devices, and moves
@@ -13,6 +13,8 @@
  *      stdout and stderr the output ports, fd 3 one end of a socketpair (the runner's wire
  *      needs a socket: it passes fds with SCM_RIGHTS), no capabilities in any set,
  *      no_new_privs, an unprivileged uid, RLIMIT_NOFILE/NPROC and no core dumps;
+ *   5b. forks the file server (files-server.c) on "airlock.files", as root with the runner's
+ *      filesystem uid, out of the runner's reach;
  *   6. relays bytes between the control port and the socketpair (two children, one each way)
  *      and turns 'I' on the signal port into SIGINT;
  *   7. when the runner exits, kills what is left and reboots: QEMU runs with -no-reboot, so
@@ -21,6 +23,7 @@
  * same way. Nothing here trusts the guest's user code: it runs as another uid and cannot
  * signal or trace init or the relays. */
 #include "bootcfg.h"
+#include "files-proto.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -267,7 +270,7 @@ int main(void)
         char opts[128];
         uint32_t len_le, len;
         uint64_t deadline;
-        int ctl, out, err, sig, sv[2], sfd;
+        int ctl, out, err, sig, files, sv[2], sfd;
         pid_t runner;
         sigset_t mask;
 
@@ -290,6 +293,7 @@ int main(void)
         out = open_port("airlock.out", O_WRONLY, deadline);
         err = open_port("airlock.err", O_WRONLY, deadline);
         sig = open_port("airlock.sig", O_RDONLY | O_NONBLOCK, deadline);
+        files = open_port(VMF_PORT_NAME, O_RDWR, deadline);
 
         read_full(ctl, &len_le, sizeof(len_le));
         len = le32toh(len_le);
@@ -328,6 +332,24 @@ int main(void)
         sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sfd < 0)
                 die("signalfd: %s", strerror(errno));
+
+        /* The file server (files-proto.h): the guest's root, the runner's fsuid, in /work. */
+        {
+                pid_t fs = fork();
+                if (fs < 0)
+                        die("cannot fork the file server: %s", strerror(errno));
+                if (fs == 0) {
+                        (void) sigprocmask(SIG_UNBLOCK, &mask, NULL);
+                        (void) close(ctl);
+                        (void) close(out);
+                        (void) close(err);
+                        (void) close(sig);
+                        (void) close(sv[0]);
+                        (void) close(sv[1]);
+                        vmf_serve(files, cfg.uid, "/work");
+                }
+                (void) close(files);
+        }
 
         runner = fork();
         if (runner < 0)

@@ -4,7 +4,9 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "bootcfg.h"
+#include "files-proto.h"
 #include "jail/cgroup.h"
+#include "vmm.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -21,10 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The channels, in the order of their fds in QEMU (3, 4, 5, 6) and of their ports' names. */
-enum { CH_CTL, CH_OUT, CH_ERR, CH_SIG, CH_COUNT };
+/* The channels, in the order of their fds in QEMU (3, 4, ...) and of their ports' names. */
+enum { CH_CTL, CH_OUT, CH_ERR, CH_SIG, CH_FILES, CH_COUNT };
 static const char *const channel_names[CH_COUNT] = { "airlock.ctl", "airlock.out", "airlock.err",
-                                                     "airlock.sig" };
+                                                     "airlock.sig", VMF_PORT_NAME };
 
 static const char *qemu_binary(void)
 {
@@ -96,7 +98,18 @@ int vm_probe(struct airlock_error *err)
                                          "KVM is not usable: %s cannot create a VM: %s", dev,
                                          strerror(errno));
         (void) close(vmfd);
-        return 0;
+        /* QEMU runs unprivileged (vmm.h): the device must be open to it too. */
+        {
+                gid_t gid;
+                return vmm_kvm_access(dev, &gid, err);
+        }
+}
+
+static const char *kvm_device(void)
+{
+        const char *dev = getenv("AIRLOCK_KVM_DEVICE");
+
+        return dev && *dev ? dev : VM_KVM_DEVICE;
 }
 
 int vm_image_dir(const char *state_dir, const char *profile, char *buf, size_t size)
@@ -130,11 +143,14 @@ static unsigned long tsc_khz(void)
         return (unsigned long) (mhz * 1000);
 }
 
+/* Where QEMU finds the image's files: after the channels. */
+#define IMG_FD(i) (3 + CH_COUNT + (i))
+
 /* argv for QEMU. Strings live in store (each at most 512 bytes). */
-#define ARGV_MAX 64
+#define ARGV_MAX 96
 struct qemu_argv {
         char *argv[ARGV_MAX + 1];
-        char store[24][512];
+        char store[40][512];
         size_t n, n_store;
 };
 
@@ -197,19 +213,22 @@ static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
                 arg(a, "none");
         arg(a, "-sandbox");
         arg(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        /* The image's files are fds the daemon opened (vmm.h): QEMU, unprivileged, never
+         * reaches the state directory. */
         arg(a, "-kernel");
-        r |= argf(a, "%s/vmlinuz", cfg->image_dir);
+        r |= argf(a, "/proc/self/fd/%d", IMG_FD(VMM_KERNEL));
         arg(a, "-initrd");
-        r |= argf(a, "%s/initrd.cpio", cfg->image_dir);
+        r |= argf(a, "/proc/self/fd/%d", IMG_FD(VMM_INITRD));
         arg(a, "-append");
         r |= argf(a, "console=ttyS0 quiet reboot=t panic=-1 random.trust_cpu=on%s", tsc);
         arg(a, "-drive");
-        r |= argf(a, "id=root,file=%s/root.erofs,format=raw,if=none,readonly=on", cfg->image_dir);
+        r |= argf(a, "id=root,file=/proc/self/fd/%d,format=raw,if=none,readonly=on",
+                  IMG_FD(VMM_ROOT));
         arg(a, "-device");
         arg(a, "virtio-blk-device,drive=root");
-        /* Port 0 is the bus's console: the four channels are ports 1 to 4. */
+        /* Port 0 is the bus's console: the channels are ports 1 to CH_COUNT. */
         arg(a, "-device");
-        arg(a, "virtio-serial-device,max_ports=5");
+        r |= argf(a, "virtio-serial-device,max_ports=%d", CH_COUNT + 1);
         for (int i = 0; i < CH_COUNT; i++) {
                 arg(a, "-chardev");
                 r |= argf(a, "socket,id=ch%d,fd=%d", i, 3 + i);
@@ -258,9 +277,12 @@ static int send_bootcfg(int fd, const struct vm_config *cfg)
 }
 
 int vm_start(const struct jail_features *features, const struct vm_config *cfg,
-             struct jail **ret_jail, int *ret_sig_fd, struct airlock_error *err)
+             struct jail **ret_jail, int *ret_sig_fd, int *ret_files_fd, struct airlock_error *err)
 {
         int ours[CH_COUNT], theirs[CH_COUNT], go[2] = { -EBADF, -EBADF };
+        int img[VMM_IMAGE_FILES] = { -EBADF, -EBADF, -EBADF };
+        gid_t kvm_gid = (gid_t) -1;
+        bool private_root;
         struct cgroup *cg = NULL;
         struct qemu_argv a = { 0 };
         struct jail *j = NULL;
@@ -284,6 +306,19 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         r = build_argv(cfg, &a);
         if (r < 0)
                 return airlock_error_set(err, r, "the microVM's QEMU command line is too long");
+        if (!use_tcg()) {
+                r = vmm_kvm_access(kvm_device(), &kvm_gid, err);
+                if (r < 0)
+                        return r;
+        }
+        r = vmm_open_image(cfg->image_dir, img, err);
+        if (r < 0)
+                return r;
+        /* QEMU from /usr (Debian's) sees only /usr, /proc and a few devices; one from
+         * elsewhere (AIRLOCK_QEMU), or one writing its console to a file of the host
+         * (AIRLOCK_VM_CONSOLE, for debugging), sees the host's filesystem as its uid may. */
+        private_root = !getenv("AIRLOCK_VM_CONSOLE") &&
+                       (!strchr(qemu_binary(), '/') || strncmp(qemu_binary(), "/usr/", 5) == 0);
         for (int i = 0; i < CH_COUNT; i++) {
                 int sv[2];
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -322,26 +357,33 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                 /* The child: wait until the parent has put it into the cgroup, put the
                  * channels at fds 3..6, close everything else, exec QEMU. */
                 char b;
-                int hi[CH_COUNT];
+                int hi[CH_COUNT + VMM_IMAGE_FILES];
                 sigset_t all;
                 (void) sigemptyset(&all);
                 (void) sigprocmask(SIG_SETMASK, &all, NULL);
                 if (read(go[0], &b, 1) != 1)
                         _exit(127);
-                for (int i = 0; i < CH_COUNT; i++) {
-                        hi[i] = fcntl(theirs[i], F_DUPFD_CLOEXEC, 64);
+                for (int i = 0; i < CH_COUNT + VMM_IMAGE_FILES; i++) {
+                        hi[i] = fcntl(i < CH_COUNT ? theirs[i] : img[i - CH_COUNT], F_DUPFD_CLOEXEC,
+                                      64);
                         if (hi[i] < 0)
                                 _exit(127);
                 }
-                for (int i = 0; i < CH_COUNT; i++)
+                for (int i = 0; i < CH_COUNT + VMM_IMAGE_FILES; i++)
                         if (dup2(hi[i], 3 + i) < 0)
                                 _exit(127);
                 /* Nothing of the daemon's terminal: QEMU's stdin is /dev/null (its output
                  * goes to the daemon's log). */
                 if (dup2(null_fd, 0) < 0)
                         _exit(127);
-                (void) syscall(SYS_close_range, 3u + CH_COUNT, ~0u, 0u);
+                (void) syscall(SYS_close_range, 3u + CH_COUNT + VMM_IMAGE_FILES, ~0u, 0u);
                 (void) setpgid(0, 0);
+                /* A root of its own (vmm.h), then never root: no capabilities, a uid of its
+                 * own. */
+                if (private_root && vmm_private_root(use_tcg() ? NULL : kvm_device()) < 0)
+                        _exit(125);
+                if (vmm_drop_privileges(kvm_gid) < 0)
+                        _exit(126);
                 execvp(a.argv[0], a.argv);
                 _exit(127);
         }
@@ -364,6 +406,8 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         (void) close(go[1]);
         go[0] = go[1] = -EBADF;
         null_fd = safe_close_fd(null_fd);
+        for (int i = 0; i < VMM_IMAGE_FILES; i++)
+                img[i] = safe_close_fd(img[i]);
 
         r = send_bootcfg(ours[CH_CTL], cfg);
         if (r < 0) {
@@ -384,12 +428,15 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         j->adopted = false;
         j->has_pidns = false;
         *ret_sig_fd = ours[CH_SIG];
+        *ret_files_fd = ours[CH_FILES];
         *ret_jail = j;
         log_debug("msg=\"microVM started\" name=%s pid=%d accel=%s", cfg->name, (int) pid,
                   use_tcg() ? "tcg" : "kvm");
         return 0;
 
 fail:
+        for (int i = 0; i < VMM_IMAGE_FILES; i++)
+                (void) safe_close_fd(img[i]);
         (void) safe_close_fd(pidfd);
         (void) safe_close_fd(null_fd);
         for (int i = 0; i < CH_COUNT; i++) {

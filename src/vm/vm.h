@@ -7,11 +7,13 @@
  * The runner speaks the same wire as in the namespaces tier. Its four channels are
  * virtio-serial ports, each a socketpair end handed to QEMU (`-chardev socket,fd=N`): the
  * control socket (init relays it to a socketpair in the guest), stdout, stderr, and a signal
- * port (a byte 'I' is SIGINT to the runner). vm_start() returns them as a struct jail, so the
- * session's driver (src/session/sandbox.c) drives a VM exactly as it drives a jail: the "pid"
- * is QEMU's, whose exit ends the session, and a kill kills QEMU.
+ * port (a byte 'I' is SIGINT to the runner). A fifth port carries the daemon's file requests
+ * to a server of init's (vm/files.h, files-proto.h). vm_start() returns them as a struct
+ * jail, so the session's driver (src/session/sandbox.c) drives a VM exactly as it drives a
+ * jail: the "pid" is QEMU's, whose exit ends the session, and a kill kills QEMU.
  *
- * QEMU runs in a cgroup of its own (the guest's memory plus VM_OVERHEAD_BYTES), with its
+ * QEMU runs in a cgroup of its own (the guest's memory plus VM_OVERHEAD_BYTES), never as
+ * root (vmm.h: a uid of its own, no capabilities, the image's files passed as fds), with its
  * seccomp sandbox (`-sandbox on`, no spawning, no privilege changes), no network device, and
  * the guest's memory the profile's limit. Inside, init drops the runner's privileges as the
  * jail does (bootcfg.h): the guest is a second wall, not the only one. */
@@ -55,11 +57,12 @@ int vm_image_dir(const char *state_dir, const char *profile, char *buf, size_t s
 
 /* Starts the guest and hands it its boot configuration. On success *ret_jail is a jail whose
  * pid and pidfd are QEMU's and whose fds are the runner's channels (the runner has not
- * answered anything yet: the caller sends "init" as to any runner), and *ret_sig_fd is the
- * signal port (vm_interrupt). Returns 0 or -errno with err set (no image: built by `airlock
- * profile build`; QEMU missing; a cgroup that cannot be made). */
+ * answered anything yet: the caller sends "init" as to any runner), *ret_sig_fd is the
+ * signal port (vm_interrupt) and *ret_files_fd the file channel (vm/files.h). Returns 0 or -errno
+ * with err set (no image: built by `airlock profile build`; QEMU missing; a cgroup that cannot be
+ * made). */
 int vm_start(const struct jail_features *features, const struct vm_config *cfg,
-             struct jail **ret_jail, int *ret_sig_fd, struct airlock_error *err);
+             struct jail **ret_jail, int *ret_sig_fd, int *ret_files_fd, struct airlock_error *err);
 
 /* Asks the guest's init to send SIGINT to the runner. Returns 0 or -errno. */
 int vm_interrupt(int sig_fd);

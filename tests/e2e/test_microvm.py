@@ -10,11 +10,13 @@ runner or the init is newer than it.
 
 A daemon that finds no usable KVM (AIRLOCK_KVM_DEVICE pointed at a missing device, and no TCG
 switch) refuses the microvm profile, saying why, and serves the others."""
+import hashlib
 import os
 import pathlib
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -114,6 +116,144 @@ def execute(d, sid, code, **kw):
     return r.json()
 
 
+def files_url(sid, path=""):
+    return f"/v1/sessions/{sid}/files" + (f"/{path}" if path else "")
+
+
+def check_files(d, sid):
+    """The files API reaches the guest's /work over the VM's file channel (src/vm/files.h)."""
+    # Upload: the directories on the way are made; the file is the session user's.
+    r = d.put(files_url(sid, "up/dir/hello.txt"), data=b"hello, guest\n")
+    assert r.status_code in (200, 201), d.why(r)
+    r = execute(d, sid, "import os\nst = os.stat('/work/up/dir/hello.txt')\n"
+                        "(open('/work/up/dir/hello.txt').read(), st.st_uid, "
+                        "os.stat('/work/up').st_uid)")
+    assert r["result"] == "('hello, guest\\n', 1000, 1000)", r
+
+    # A file the cell makes is in its result's files, and downloads byte for byte (several
+    # chunks of the channel), while a cell could be running.
+    r = execute(d, sid, "import os\nblob = os.urandom(3 * 65536 + 123)\n"
+                        "open('/work/out.bin', 'wb').write(blob)\n"
+                        "import hashlib\nhashlib.sha256(blob).hexdigest()")
+    assert r["status"] == "ok", r
+    assert any(f["path"] == "out.bin" for f in r["files"]), r["files"]
+    digest = r["result"].strip("'")
+    r = d.get(files_url(sid, "out.bin"))
+    assert r.status_code == 200, d.why(r)
+    assert len(r.content) == 3 * 65536 + 123
+    assert hashlib.sha256(r.content).hexdigest() == digest
+
+    listing = d.get(files_url(sid) + "?dir=").json()
+    kinds = {e["name"]: (e["type"], e["size"]) for e in listing["entries"]}
+    assert kinds["up"][0] == "directory" and kinds["out.bin"] == ("file", 3 * 65536 + 123), kinds
+    assert listing["truncated"] is False
+    inner = d.get(files_url(sid) + "?dir=up/dir").json()
+    assert [e["path"] for e in inner["entries"]] == ["up/dir/hello.txt"], inner
+
+    # Nothing outside the guest's /work: a symlink the code planted is never followed (it
+    # would point into the guest's root), and ".." is refused before the VM is asked.
+    r = execute(d, sid, "import os\nos.symlink('/etc/passwd', '/work/link')\n"
+                        "os.symlink('/etc', '/work/linkdir')\nos.mkfifo('/work/fifo')")
+    assert r["status"] == "ok", r
+    r = d.get(files_url(sid, "link"))
+    assert 400 <= r.status_code < 500 and b"root:" not in r.content, d.why(r)
+    assert "symbolic link" in r.text, r.text
+    r = d.put(files_url(sid, "linkdir/passwd"), data=b"x")
+    assert 400 <= r.status_code < 500, d.why(r)
+    # As in the namespaces tier: the link is not a directory openat2() will walk through.
+    assert "symbolic link" in r.text or "not a directory" in r.text, r.text
+    r = d.put(files_url(sid, "link"), data=b"x")
+    assert 400 <= r.status_code < 500, d.why(r)
+    r = d.get(files_url(sid, "fifo"))
+    assert r.status_code == 400 and "not a regular file" in r.text, d.why(r)
+    r = d.get(files_url(sid) + "?dir=linkdir")
+    assert 400 <= r.status_code < 500, d.why(r)
+    r = d.get(files_url(sid, "up/%2E%2E/%2E%2E/etc/passwd"))
+    assert r.status_code == 400 and b"root:" not in r.content, d.why(r)
+    r = d.get(files_url(sid, "nope.txt"))
+    assert r.status_code == 404, d.why(r)
+    r = d.get(files_url(sid, "up"))
+    assert r.status_code == 400 and "directory" in r.text, d.why(r)
+    r = execute(d, sid, "open('/etc/passwd').read().endswith('nologin\\n'), "
+                        "os.path.islink('/work/link')")
+    assert r["result"] == "(True, True)", "the guest's files are untouched"
+
+    # Over the workspace: the guest's tmpfs says so, and the session lives on.
+    r = execute(d, sid, "import os\nfd = os.open('/work/filler', os.O_CREAT | os.O_WRONLY)\n"
+                        "free = os.statvfs('/work').f_bavail * os.statvfs('/work').f_frsize\n"
+                        "os.posix_fallocate(fd, 0, free - (1 << 20))\nos.close(fd)")
+    assert r["status"] == "ok", r
+    r = d.put(files_url(sid, "big.bin"), data=b"\0" * (4 << 20))
+    assert 400 <= r.status_code < 600, d.why(r)
+    assert "over the workspace's size limit" in r.text, r.text
+
+    # Delete: a file, then a tree.
+    for path in ("filler", "big.bin", "up"):
+        r = d.delete(files_url(sid, path))
+        assert r.status_code == 200 or (path == "big.bin" and r.status_code == 404), d.why(r)
+    names = {e["name"] for e in d.get(files_url(sid)).json()["entries"]}
+    assert not {"filler", "up"} & names, names
+    assert d.delete(files_url(sid, "up")).status_code == 404
+    r = execute(d, sid, "os.path.exists('/work/up'), os.path.exists('/etc/passwd')")
+    assert r["result"] == "(False, True)", r
+
+    # While a cell runs, the file server still answers (it is not the runner).
+    box = {}
+    t = threading.Thread(target=lambda: box.update(r=execute(
+        d, sid, "import time\ntime.sleep(4)\nopen('/work/during.txt').read()")))
+    t.start()
+    time.sleep(1)
+    r = d.put(files_url(sid, "during.txt"), data=b"written mid-cell")
+    assert r.status_code in (200, 201), d.why(r)
+    t.join(timeout=120)
+    assert box["r"]["result"] == "'written mid-cell'", box["r"]
+
+
+def check_vmm_unprivileged(pid, image):
+    """QEMU is never root (src/vm/vmm.h): a uid of its own, no capabilities, no_new_privs, and
+    the image's files handed over as fds, not paths into the state directory."""
+    status = dict(line.split(":", 1) for line in
+                  pathlib.Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    uids = status["Uid"].split()
+    gids = status["Gid"].split()
+    assert len(set(uids)) == 1 and int(uids[0]) == 0x58000000 + pid, status["Uid"]
+    assert len(set(gids)) == 1 and int(gids[0]) == 0x58000000 + pid, status["Gid"]
+    for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[caps], 16) == 0, (caps, status[caps])
+    assert status["NoNewPrivs"].strip() == "1"
+    groups = status["Groups"].split()
+    assert groups in ([], [str(os.stat("/dev/kvm").st_gid)] if os.path.exists("/dev/kvm")
+                      else []), groups
+    cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert not any(str(image).encode() in a for a in cmdline), cmdline
+    assert b"/proc/self/fd/" in b" ".join(cmdline)
+    # A root of its own: the host's /usr, /proc and a few devices, nothing else.
+    assert sorted(os.listdir(f"/proc/{pid}/root")) == \
+        ["bin", "dev", "lib", "lib64", "proc", "sbin", "tmp", "usr"]
+    devs = sorted(os.listdir(f"/proc/{pid}/root/dev"))
+    assert devs in (["null", "random", "urandom", "zero"],
+                    ["kvm", "null", "random", "urandom", "zero"]), devs
+    assert os.readlink(f"/proc/{pid}/root/lib") == "usr/lib"
+    with open(f"/proc/{pid}/mountinfo") as f:
+        mounts = f.read()
+    assert " /usr " in mounts and "/var" not in mounts and "/work" not in mounts, mounts
+
+
+def check_usage(d, sid):
+    """Usage per execution: CPU and peak memory of the VMM's cgroup, wall from the daemon."""
+    idle = execute(d, sid, "import time\ntime.sleep(1.5)")["usage"]
+    r = execute(d, sid, "import time\nt = time.monotonic()\n"
+                        "while time.monotonic() < t + 1.5:\n    pass")
+    assert r["status"] == "ok", r
+    u = r["usage"]
+    assert u["wall_ms"] >= 1500 and idle["wall_ms"] >= 1500, (u, idle)
+    # The guest's busy loop is QEMU's CPU time (how much of the 1.5 s depends on what else the
+    # host runs); a guest that sleeps halts its vCPU.
+    assert u["cpu_ms"] > 50 and u["cpu_ms"] > idle["cpu_ms"], (u, idle)
+    # The VMM's footprint: at least the guest's memory it touched to boot and run Python.
+    assert u["peak_memory_bytes"] > 64 << 20, u
+
+
 def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
     d = vm_daemon
     release = dict(line.split("=", 1) for line in
@@ -130,6 +270,7 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert first["status"] == "ok", first
         assert first["result"] == "42"
         assert len(qemu_children(d)) == 1, "one QEMU per microVM session"
+        check_vmm_unprivileged(qemu_children(d)[0], image)
 
         # The guest's own kernel, not the host's.
         r = execute(d, sid, "import os\nprint(os.uname().release, os.getuid())")
@@ -165,12 +306,8 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert r["status"] == "ok", r
         assert r["stdout"].splitlines()[:2] == ["/work", "1000"]
 
-        # The daemon cannot reach the guest's /work yet: refused, and never the host's own
-        # (QEMU's /proc/<pid>/root is the host's root).
-        for path in (f"/v1/sessions/{sid}/files?dir=", f"/v1/sessions/{sid}/files/etc/passwd"):
-            r = d.get(path)
-            assert 400 <= r.status_code < 500, d.why(r)
-            assert "microVM session" in r.text, r.text
+        check_files(d, sid)
+        check_usage(d, sid)
         r = execute(d, sid, "x")
         assert r["result"] == "41"
     finally:

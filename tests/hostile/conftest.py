@@ -65,6 +65,20 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 VIA = os.environ.get("AIRLOCK_HOSTILE_VIA", "cli") or "cli"
 if VIA not in ("cli", "daemon"):
     raise pytest.UsageError(f"AIRLOCK_HOSTILE_VIA must be 'cli' or 'daemon', not {VIA!r}")
+# The tier under attack: AIRLOCK_HOSTILE_PROFILE=microvm runs every attack of the default
+# profile in a microVM session (issue 27; docs/PROFILES.md "The microvm tier"), through the
+# daemon (implied: `airlock run` has no microVM tier). It needs /dev/kvm: under QEMU's software
+# emulation every test would boot a VM for tens of seconds, so without KVM every test skips,
+# saying so. The guest image comes from AIRLOCK_HOSTILE_VM_IMAGES, else the build tree's
+# vm-images (tests/e2e/test_microvm.py builds it there). Attacks on a profile of their own
+# (custom_profile(), --memory) skip: such a profile has no microVM image.
+PROFILE_UNDER_TEST = os.environ.get("AIRLOCK_HOSTILE_PROFILE", "") or "default"
+if PROFILE_UNDER_TEST not in ("default", "microvm"):
+    raise pytest.UsageError("AIRLOCK_HOSTILE_PROFILE must be 'default' or 'microvm', not "
+                            f"{PROFILE_UNDER_TEST!r}")
+MICROVM = PROFILE_UNDER_TEST == "microvm"
+if MICROVM:
+    VIA = "daemon"
 VIA_DAEMON = VIA == "daemon"
 AIRLOCK_BIN_FROM_ENV = "AIRLOCK_BIN" in os.environ
 AIRLOCK_BIN = os.environ.get("AIRLOCK_BIN") or str(REPO / "build" / "src" / "cli" / "airlock")
@@ -346,6 +360,8 @@ def run(code, profile="default", language="python", timeout=20, extra_args=(), *
     """Runs `code` once in a fresh sandbox via the CLI (or the daemon, see the module's doc).
     Returns a Result; with --json the JSON must parse (the contract prints it whenever the code
     ran), else the test fails with the CLI's stderr."""
+    if MICROVM and profile in (None, "default"):
+        profile = "microvm"
     if VIA_DAEMON:
         return run_via_daemon(code, profile=profile, language=language, timeout=timeout,
                               extra_args=extra_args, memory=memory, inputs=inputs,
@@ -427,6 +443,9 @@ def expect_in(value, allowed, what):
 def custom_profile(name, limits=None, **fields):
     """Writes a profile JSON into the session dir and returns its path (the CLI loads a path
     given to -p directly)."""
+    if MICROVM:
+        pytest.skip(f"AIRLOCK_HOSTILE_PROFILE=microvm: the profile {name} of this attack has "
+                    "no microVM image of its own (airlock profile build)")
     doc = {"description": f"hostile suite profile {name}", "languages": ["python", "bash"]}
     if limits:
         doc["limits"] = limits
@@ -483,6 +502,43 @@ def _daemon_module():
     return airlock_daemon
 
 
+def _vm_images():
+    return os.environ.get("AIRLOCK_HOSTILE_VM_IMAGES") or str(
+        pathlib.Path(AIRLOCK_BIN).resolve().parents[2] / "vm-images")
+
+
+def _daemon_env():
+    env = {"AIRLOCK_PROFILES_DIR": str(PROFILES_DIR)}
+    if MICROVM:
+        env["AIRLOCK_VM_IMAGES"] = _vm_images()
+    return env
+
+
+def _kvm_usable():
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+        return True
+    except OSError:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """AIRLOCK_HOSTILE_PROFILE=microvm without KVM, or without the guest image: every test
+    skips, saying why."""
+    if not MICROVM:
+        return
+    why = None
+    if not _kvm_usable():
+        why = (f"needs KVM: under TCG each of the {len(items)} tests would boot a VM for tens "
+               "of seconds (no usable /dev/kvm here)")
+    elif not (pathlib.Path(_vm_images()) / "microvm" / "root.erofs").exists():
+        why = (f"AIRLOCK_HOSTILE_PROFILE=microvm needs the guest image in {_vm_images()}/microvm "
+               "(airlock profile build microvm, or run tests/e2e/test_microvm.py once)")
+    if why:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=why))
+
+
 def daemon():
     """The session's daemon, started on first use."""
     global DAEMON
@@ -493,7 +549,7 @@ def daemon():
         DAEMON_DIR.mkdir(exist_ok=True)
         d = ad.Daemon(binary=AIRLOCK_BIN, workdir=DAEMON_DIR,
                       args=["--pool-size", "1", "--mcp-config", str(_mcp_config())],
-                      env=cli_env({"AIRLOCK_PROFILES_DIR": str(PROFILES_DIR)}),
+                      env=cli_env(_daemon_env()),
                       token_env=SECRET_ENV["AIRLOCK_TOKEN"])
         try:
             d.start()
@@ -519,6 +575,9 @@ def _daemon_profile(profile, memory):
         name = str(profile)
     if memory is None:
         return name
+    if MICROVM:
+        pytest.skip(f"AIRLOCK_HOSTILE_PROFILE=microvm: --memory {memory} makes a profile of its "
+                    "own, which has no microVM image")
     # --memory M: the same profile with limits.memory = M, under a name of its own.
     src = PROFILES_DIR / f"{name}.json"
     if not src.exists():
