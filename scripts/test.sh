@@ -45,8 +45,9 @@ run tests/mcp/install.sh
 # starts its own daemons. The hostile suites run alone afterwards: their host guard checks the whole
 # host (sandbox processes, cgroups, mounts, /tmp) for anything a test left behind.
 lane_log=$(mktemp /tmp/airlock-test-lane.XXXXXX)
-e2e_lane_b=(tests/e2e/test_microvm.py tests/e2e/test_cluster_node.py
-        tests/e2e/test_kubernetes_manifests.py tests/e2e/test_lifecycle.py)
+e2e_lane_b=(tests/e2e/test_microvm.py tests/e2e/test_microvm_hostile.py
+        tests/e2e/test_cluster_node.py tests/e2e/test_kubernetes_manifests.py
+        tests/e2e/test_lifecycle.py tests/e2e/test_fork_shared.py)
 lane_b() {
         local status=0
         # The Python client (clients/python) against its own daemons; it installs the package
