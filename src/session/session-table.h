@@ -5,6 +5,7 @@
 
 #include "session.h"
 
+#include "fair.h"
 #include "metrics/metrics.h"
 #include "profile/profile.h"
 #include "session-internal.h"
@@ -71,6 +72,8 @@ struct session {
         uint64_t peak_memory;
         json_t *saved;         /* what the last save reported (snapshot.h meta), or NULL */
         json_t *resume_report; /* for the first execution after a resume, or NULL */
+        /* Its recent CPU use and cgroup weight (fair.h); only the worker touches it. */
+        struct fair_state fair;
 };
 
 struct pool_member {
@@ -168,6 +171,9 @@ struct session_manager {
         pthread_mutex_t grave_lock;
         struct sandbox **grave;
         unsigned n_grave, cap_grave;
+        /* Memory pressure (pressure.h), measured by the worker once a second. */
+        atomic_bool memory_short;
+        _Atomic uint64_t memory_free, memory_min;
 };
 
 /* slots.c */

@@ -12,6 +12,7 @@
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "pressure.h"
 #include "recent.h"
 #include "session-internal.h"
 #include "session-table.h"
@@ -797,6 +798,8 @@ static void *worker_main(void *arg)
                         mgr->next_liveness_scan_ns = now + 1000000000ULL;
                         pthread_mutex_unlock(&mgr->lock);
                         reap_dead(mgr);
+                        session_fair_step(mgr);
+                        session_pressure_step(mgr);
                         pthread_mutex_lock(&mgr->lock);
                         continue;
                 }
@@ -915,7 +918,14 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 }
         }
         if (mgr->scope.features.cgroups.version != CGROUP_NONE) {
+                uint32_t w = cfg->daemon_cpu_weight ? cfg->daemon_cpu_weight
+                                                    : SESSION_DAEMON_CPU_WEIGHT_DEFAULT;
+                struct airlock_error werr = { { 0 } };
                 int n = scope_sweep(&mgr->scope);
+                /* The daemon's threads serve every client: a storm of busy sessions must not
+                 * starve them (docs/PERFORMANCE.md, "Fairness under load"). */
+                if (scope_weigh_daemon(&mgr->scope, w, &werr) < 0)
+                        log_warn("msg=\"the daemon's CPU weight is not applied: %s\"", werr.msg);
                 log_info("msg=\"sandbox cgroups go below '%s'\"", mgr->scope.name);
                 if (n > 0)
                         log_info("msg=\"removed %d stale cgroups left by an earlier daemon\"", n);
@@ -1272,6 +1282,11 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                                          "or end one (POST /v1/sessions/{id}/stop, DELETE) or "
                                          "try again later",
                                          mgr->cfg.max_sessions);
+        }
+        r = session_pressure_check(mgr, err);
+        if (r < 0) {
+                pthread_mutex_unlock(&mgr->lock);
+                return r;
         }
         r = session_profile_slot(mgr, profile, &slot, err);
         /* Checked again when the session joins the table: this one spares a sandbox. */
