@@ -1847,7 +1847,7 @@ int cgroup_set_cpu_weight(struct cgroup *cg, uint32_t weight)
 
 int cgroup_read_cpu_usec(struct cgroup *cg, uint64_t *ret_usec)
 {
-        uint64_t v;
+        uint64_t v = 0;
         int r;
 
         if (!cg || !ret_usec)
