@@ -2009,12 +2009,16 @@ int cgroup_daemon_weigh(const struct cgroup_root *scoped, const char *own_v2_dir
                 return 0;
         }
 
-        /* v1: the daemon's threads go into a cpu cgroup of their own inside the scope, beside
-         * the sessions' (only the cpu hierarchy: its memory stays charged where it was). Its
-         * name does not start with "airlock-", so the sweep of leftovers never takes it. */
-        leaf = path_join(scope, CGROUP_DAEMON_CPU_LEAF);
-        if (!leaf)
+        /* v1: the daemon's threads go into a cpu cgroup of their own beside the scope,
+         * "<scope>" CGROUP_DAEMON_CPU_SUFFIX, as in v2's delegated layout (only the cpu
+         * hierarchy: its memory stays charged where it was). The sessions then weigh as one
+         * cgroup against the daemon and against the other work of the daemon's own cgroup,
+         * as they did before, while the daemon's threads weigh as one heavy cgroup instead of
+         * one default process each. The sweep of leftovers only looks inside the scope. */
+        if (asprintf(&leaf, "%s" CGROUP_DAEMON_CPU_SUFFIX, scope) < 0) {
+                leaf = NULL;
                 return -ENOMEM;
+        }
         r = mkdir_cgroup(leaf, err);
         if (r < 0)
                 return r;

@@ -165,8 +165,8 @@ int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsign
 #define CGROUP_WEIGHT_MAX 10000
 #define CGROUP_SHARES_MIN 2
 #define CGROUP_SHARES_MAX 262144
-/* The v1 cpu cgroup, inside the daemon's scope, that the daemon's own threads move into. */
-#define CGROUP_DAEMON_CPU_LEAF "daemon"
+/* The v1 cpu cgroup the daemon's own threads move into: "<scope>.daemon", beside its scope. */
+#define CGROUP_DAEMON_CPU_SUFFIX ".daemon"
 
 /* weight (v2 scale) as v1 cpu.shares. */
 uint64_t cgroup_weight_to_shares(uint32_t weight);
@@ -193,15 +193,15 @@ int cgroup_root_set_cpu_weight(const struct cgroup_root *scoped, uint32_t weight
 
 /* The daemon's own CPU weight against its sessions. */
 struct cgroup_daemon {
-        char *v1_leaf; /* v1: <scope's cpu dir>/daemon, which the daemon moved into; or NULL */
+        char *v1_leaf; /* v1: <scope's cpu dir>.daemon, which the daemon moved into; or NULL */
         char *v1_home; /* v1: where it goes back to at exit (the scope's parent) */
         pid_t pid;
         uint32_t weight; /* 0: not applied */
 };
 
 /* Ranks the daemon (process pid) against the sessions of the scope scoped: on v1 it moves the
- * daemon's threads into the cpu cgroup <scope>/daemon, beside the sessions' cgroups, with
- * cpu.shares of weight; on v2 it writes cpu.weight in the daemon's own cgroup own_v2_dir when
+ * daemon's threads into the cpu cgroup <scope>.daemon, the scope's sibling, with cpu.shares of
+ * weight; on v2 it writes cpu.weight in the daemon's own cgroup own_v2_dir when
  * that is the scope's sibling (the delegated layout), and otherwise returns -EOPNOTSUPP saying
  * why (v2 lets no process live beside the sessions' cgroups inside the scope, and moving the
  * daemon would move its memory charge). Returns 0 or -errno with err set. */

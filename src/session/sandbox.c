@@ -42,9 +42,11 @@
  * keeps within the output cap; this much more covers the manifest and the JSON around them. */
 #define FRAME_OVERHEAD_MAX (2u * 1024u * 1024u)
 /* An interrupted cell starved of CPU by a loaded host gets its grace extended this much at a
- * time, up to this many graces in all (grace_was_starved). */
+ * time, until it had a quarter of its grace in CPU time, and at most this many graces in all
+ * (grace_was_starved): on 2 cores under a load average above 100, two dozen cells interrupted
+ * together got 20-40 ms of CPU each per 2 s grace, too little to run their `finally`. */
 #define GRACE_EXTEND_MS 250
-#define GRACE_MAX_FACTOR 5
+#define GRACE_MAX_FACTOR 15
 
 enum drive_outcome {
         DRIVE_FRAME,        /* a complete frame arrived */
@@ -1364,8 +1366,9 @@ struct grace {
 /* Whether the grace of an interrupted cell ran out before the cell had the CPU to stop: it used
  * less than a quarter of the grace in CPU time while some thread of it waited, runnable, for a
  * CPU that other work held (a loaded host). The cell then gets more time, GRACE_EXTEND_MS at a
- * time, up to GRACE_MAX_FACTOR graces in all: a cell that ignores the interrupt while it burns
- * the CPU it is given, or sleeps through it, is still killed after one grace. */
+ * time, up to GRACE_MAX_FACTOR graces in all (30 s with the default 2 s): a cell that ignores
+ * the interrupt while it burns the CPU it is given, or sleeps through it, is still killed after
+ * one grace. */
 static bool grace_was_starved(struct sandbox *sb, const struct exec_request *req, struct grace *g)
 {
         uint64_t now = now_ns(), cpu_usec, grace_us = req->interrupt_grace_ms * 1000ULL;

@@ -71,14 +71,15 @@ def test_the_daemon_outweighs_its_sessions(daemon):
     scope = daemon.cgroup_scope()
     assert scope, "the daemon did not say where its sandboxes' cgroups go"
     if version == "v1":
-        assert d.endswith(f"/{scope}/daemon"), (
-            f"the daemon's threads are in {d}, not in its scope's cpu cgroup {scope}/daemon")
+        assert d.endswith(f"/{scope}.daemon"), (
+            f"the daemon's threads are in {d}, not in the cpu cgroup {scope}.daemon")
         assert read_int(weight_file(version, d)) == 10 * DEFAULT_SHARES
-        # Beside its sessions': a session's cgroup is a sibling of the daemon's.
+        # Beside its sessions' scope, which weighs as one default cgroup.
         sid = daemon.create_session()
         sv, sd = session_cpu_dir(sid)
-        assert os.path.dirname(sd) == os.path.dirname(d)
+        assert os.path.dirname(sd) == d[:-len(".daemon")]
         assert read_int(weight_file(sv, sd)) == DEFAULT_SHARES
+        assert read_int(weight_file(sv, os.path.dirname(sd))) == DEFAULT_SHARES
         # Every thread moved, not only the main one.
         tasks = set(open(os.path.join(d, "tasks")).read().split())
         threads = set(os.listdir(f"/proc/{daemon.proc.pid}/task"))

@@ -1686,7 +1686,7 @@ Test(weight, written_to_the_right_file, .init = tmp_setup, .fini = tmp_teardown)
         cr_assert_eq(cgroup_set_cpu_weight_at(CGROUP_V1, fds, 50), -ENOENT);
 }
 
-/* v1: the daemon's threads move into <scope>/daemon, weighted, and back at the end. */
+/* v1: the daemon's threads move into <scope>.daemon, weighted, and back at the end. */
 Test(weight, v1_daemon_moves_into_its_leaf, .init = tmp_setup, .fini = tmp_teardown)
 {
         struct cgroup_root scoped = { .version = CGROUP_V1 };
@@ -1694,16 +1694,17 @@ Test(weight, v1_daemon_moves_into_its_leaf, .init = tmp_setup, .fini = tmp_teard
         struct airlock_error err = { "" };
         int r;
 
-        put(at("cpu/own/airlock-d-ab/daemon/cpu.shares"), "");
-        put(at("cpu/own/airlock-d-ab/daemon/cgroup.procs"), "");
+        put(at("cpu/own/airlock-d-ab.daemon/cpu.shares"), "");
+        put(at("cpu/own/airlock-d-ab.daemon/cgroup.procs"), "");
+        mkdir_p(at("cpu/own/airlock-d-ab"));
         put(at("cpu/own/cgroup.procs"), "");
         scoped.v1_parent[CG1_CPU] = strdup(at("cpu/own/airlock-d-ab"));
         scoped.v1_parent[CG1_MEMORY] = strdup(at("memory/own/airlock-d-ab"));
         r = cgroup_daemon_weigh(&scoped, NULL, 1000, 4242, &d, &err);
         cr_assert_eq(r, 0, "weigh: %d %s", r, err.msg);
-        cr_assert_str_eq(get(at("cpu/own/airlock-d-ab/daemon/cpu.shares")), "10240");
-        cr_assert_str_eq(get(at("cpu/own/airlock-d-ab/daemon/cgroup.procs")), "4242");
-        cr_assert_not(exists(at("memory/own/airlock-d-ab/daemon")),
+        cr_assert_str_eq(get(at("cpu/own/airlock-d-ab.daemon/cpu.shares")), "10240");
+        cr_assert_str_eq(get(at("cpu/own/airlock-d-ab.daemon/cgroup.procs")), "4242");
+        cr_assert_not(exists(at("memory/own/airlock-d-ab.daemon")),
                       "only the cpu hierarchy: the daemon's memory stays charged where it was");
         cgroup_daemon_done(&d);
         cr_assert_str_eq(get(at("cpu/own/cgroup.procs")), "4242", "moved back home");
