@@ -1,16 +1,18 @@
 /* Fair CPU shares among sessions: the decaying average and the weight it gives (fair.h), and
- * the worker's step that applies them (session_fair_step). */
+ * the fairness thread that applies them (session_fair_main). */
 #include "fair.h"
 
 #include "base/log.h"
 #include "base/util.h"
 #include "jail/cgroup.h"
+#include "pressure.h"
 #include "session-table.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 double fair_sample(struct fair_state *st, uint64_t usec, uint64_t now_ns)
 {
@@ -140,4 +142,26 @@ void session_fair_step(struct session_manager *mgr)
                 session_unref(s);
         }
         free(items);
+}
+
+void *session_fair_main(void *arg)
+{
+        struct session_manager *mgr = arg;
+
+        pthread_mutex_lock(&mgr->lock);
+        while (!mgr->stopping) {
+                struct timespec until;
+
+                pthread_mutex_unlock(&mgr->lock);
+                session_fair_step(mgr);
+                session_pressure_step(mgr);
+                pthread_mutex_lock(&mgr->lock);
+                if (mgr->stopping)
+                        break;
+                (void) clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 1;
+                (void) pthread_cond_timedwait(&mgr->fair_wake, &mgr->lock, &until);
+        }
+        pthread_mutex_unlock(&mgr->lock);
+        return NULL;
 }

@@ -1,10 +1,10 @@
 /* Fair CPU shares among sessions (docs/PERFORMANCE.md, "Fairness under load"): every second
- * the manager's worker reads each live session's CPU time from its cgroup, keeps a decaying
+ * a thread of the manager reads each live session's CPU time from its cgroup, keeps a decaying
  * average of the CPUs it used, and lowers the cgroup's CPU weight of a session that used much
  * recently, so that sessions that rarely run (a person's notebook beside a batch of agents)
  * keep their latency. The busy sessions of one tenant share one weight between them, so that a
  * tenant with many busy sessions gets no more CPU than a tenant with one. A quiet session gets
- * its full weight back as its average decays. The arithmetic is here, apart from the worker,
+ * its full weight back as its average decays. The arithmetic is here, apart from the thread,
  * so that unit tests can check it. */
 #pragma once
 
@@ -41,6 +41,9 @@ uint32_t fair_weight(double avg_cpus, unsigned busy_in_tenant);
 bool fair_is_busy(double avg_cpus);
 
 struct session_manager;
-/* The worker's step, about once a second: samples every live session's CPU time and writes
- * the weights that changed (one pread per session, a write only on a change). */
+/* One step, once a second: samples every live session's CPU time and writes the weights that
+ * changed (one pread per session, a write only on a change). */
 void session_fair_step(struct session_manager *mgr);
+/* The fairness thread's body (arg: the manager): session_fair_step() and
+ * session_pressure_step() once a second until the manager stops. */
+void *session_fair_main(void *arg);

@@ -1,10 +1,10 @@
-/* Memory pressure (docs/PERFORMANCE.md, "Fairness under load"): the manager's worker checks
- * once a second how much memory is left, on the host (MemAvailable) or, with
+/* Memory pressure (docs/PERFORMANCE.md, "Fairness under load"): the manager's fairness thread
+ * checks once a second how much memory is left, on the host (MemAvailable) or, with
  * --max-session-memory, under the sessions' common limit. Below --min-free-memory the daemon
  * refuses new sessions (503, Retry-After) and stops, saving them to disk, the sessions idle the
  * longest, one a second, until enough is free again: the kernel's OOM killer, which would kill
  * a busy session and lose its state, is left nothing to pick. The arithmetic is here, apart
- * from the worker, so that unit tests can check it. */
+ * from the thread, so that unit tests can check it. */
 #pragma once
 
 #include <stdbool.h>
@@ -27,7 +27,7 @@ uint64_t pressure_default_min(uint64_t total);
 bool pressure_is_short(uint64_t free, uint64_t min, bool was);
 
 struct session_manager;
-/* The worker's step: measures, sets the manager's pressure flag (logging each change), and
+/* The fairness thread's step: measures, sets the manager's pressure flag (logging each change), and
  * under pressure stops the longest-idle session. */
 void session_pressure_step(struct session_manager *mgr);
 /* 0, or -EAGAIN with err saying that memory is short, for a create. */

@@ -171,7 +171,11 @@ struct session_manager {
         pthread_mutex_t grave_lock;
         struct sandbox **grave;
         unsigned n_grave, cap_grave;
-        /* Memory pressure (pressure.h), measured by the worker once a second. */
+        /* The fairness thread (fair.h): CPU weights and memory pressure, once a second. */
+        pthread_t fair_thread;
+        bool fair_started;
+        pthread_cond_t fair_wake; /* session_manager_free() wakes it to stop */
+        /* Memory pressure (pressure.h), measured by the fairness thread once a second. */
         atomic_bool memory_short;
         _Atomic uint64_t memory_free, memory_min;
 };

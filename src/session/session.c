@@ -798,8 +798,6 @@ static void *worker_main(void *arg)
                         mgr->next_liveness_scan_ns = now + 1000000000ULL;
                         pthread_mutex_unlock(&mgr->lock);
                         reap_dead(mgr);
-                        session_fair_step(mgr);
-                        session_pressure_step(mgr);
                         pthread_mutex_lock(&mgr->lock);
                         continue;
                 }
@@ -869,6 +867,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         pthread_mutex_init(&mgr->grave_lock, NULL);
         pthread_cond_init(&mgr->wake, NULL);
         pthread_cond_init(&mgr->rotate_wake, NULL);
+        pthread_cond_init(&mgr->fair_wake, NULL);
         mgr->runner_path = sandbox_find_runner();
         if (!mgr->runner_path) {
                 free(mgr);
@@ -957,6 +956,14 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 return airlock_error_set(err, -r, "cannot start the session worker");
         }
         mgr->worker_started = true;
+        /* A thread of its own: the worker can spend seconds on a wave of stops, checkpoints
+         * or reaped sandboxes, exactly when the load needs the weights and the memory check. */
+        r = pthread_create(&mgr->fair_thread, NULL, session_fair_main, mgr);
+        if (r != 0) {
+                session_manager_free(mgr);
+                return airlock_error_set(err, -r, "cannot start the fairness thread");
+        }
+        mgr->fair_started = true;
         if (mgr->cfg.mode == JAIL_NAMESPACES && (mgr->zygote_max_forks || mgr->zygote_max_age_ms)) {
                 r = pthread_create(&mgr->rotator, NULL, session_rotator_main, mgr);
                 if (r != 0) {
@@ -1093,7 +1100,10 @@ void session_manager_free(struct session_manager *mgr)
         mgr->stopping = true;
         pthread_cond_broadcast(&mgr->wake);
         pthread_cond_broadcast(&mgr->rotate_wake);
+        pthread_cond_broadcast(&mgr->fair_wake);
         pthread_mutex_unlock(&mgr->lock);
+        if (mgr->fair_started)
+                (void) pthread_join(mgr->fair_thread, NULL);
         if (mgr->worker_started)
                 (void) pthread_join(mgr->worker, NULL);
         if (mgr->rotator_started)
