@@ -163,6 +163,8 @@ int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsign
 #define CGROUP_WEIGHT_MIN 1
 #define CGROUP_WEIGHT_DEFAULT 100
 #define CGROUP_WEIGHT_MAX 10000
+/* An interrupted cell's session until the cell ends: ten sessions' weight, to stop in time. */
+#define CGROUP_WEIGHT_INTERRUPTED 1000
 #define CGROUP_SHARES_MIN 2
 #define CGROUP_SHARES_MAX 262144
 /* The v1 cpu cgroup the daemon's own threads move into: "<scope>.daemon", beside its scope. */

@@ -128,12 +128,12 @@ void session_fair_step(struct session_manager *mgr)
 
                 pthread_mutex_lock(&s->lock);
                 if (s->phase == PHASE_LIVE && s->sb && s->fair.sandbox == s->sb) {
-                        /* An interrupted cell keeps the full weight it got to stop. */
-                        if (sandbox_weight_was_restored(s->sb)) {
-                                s->fair.weight = CGROUP_WEIGHT_DEFAULT;
-                                if (atomic_load(&s->sb->interrupted))
-                                        w = CGROUP_WEIGHT_DEFAULT;
-                        }
+                        /* The daemon wrote the weight itself since (sandbox.c): ours is
+                         * stale. An interrupted cell keeps the weight it got to stop. */
+                        if (sandbox_weight_was_restored(s->sb))
+                                s->fair.weight = FAIR_WEIGHT_UNKNOWN;
+                        if (sandbox_weight_is_boosted(s->sb))
+                                w = CGROUP_WEIGHT_INTERRUPTED;
                         if (w != (s->fair.weight ? s->fair.weight : CGROUP_WEIGHT_DEFAULT) &&
                             sandbox_set_cpu_weight(s->sb, w) >= 0)
                                 s->fair.weight = w;

@@ -19,6 +19,9 @@
  * a session that is not busy weighs the default 100. */
 #define FAIR_SLOPE 10.0
 
+/* fair_state.weight when the cgroup's weight is not known: the next step writes it. */
+#define FAIR_WEIGHT_UNKNOWN UINT32_MAX
+
 struct fair_state {
         uint64_t last_usec;  /* the cgroup's CPU time at the last sample */
         uint64_t last_ns;    /* when (monotonic); 0: no sample yet */

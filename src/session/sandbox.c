@@ -1506,6 +1506,13 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 break;
         }
         sb->in_exec = false;
+        if (atomic_exchange(&sb->weight_boosted, false)) {
+                /* The cell stopped (or was killed): no more than the default weight now; the
+                 * fairness thread sets the right one within a second. */
+                if (sb->jail && sb->jail->cgroup)
+                        (void) cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_DEFAULT);
+                atomic_store(&sb->weight_restored, true);
+        }
         wall_ns = now_ns() - t0;
         note_dropped(sb);
 
@@ -1664,9 +1671,16 @@ int sandbox_interrupt(struct sandbox *sb)
         if (atomic_exchange(&sb->interrupted, true))
                 return 0;
         /* The cell needs the CPU to stop: a busy session's lowered weight (fair.h) would keep
-         * it waiting behind the others while its grace runs out. */
-        if (sb->jail->cgroup && cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_DEFAULT) >= 0)
+         * it waiting behind the others while its grace runs out, and under a storm even the
+         * default weight got two dozen cells interrupted together 20-40 ms each per grace. It
+         * outweighs the other sessions until the cell ends (sandbox_exec() puts the default
+         * back); one that ignores the interrupt while it burns the CPU is killed after one
+         * grace anyway. */
+        if (sb->jail->cgroup &&
+            cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_INTERRUPTED) >= 0) {
+                atomic_store(&sb->weight_boosted, true);
                 atomic_store(&sb->weight_restored, true);
+        }
         if (sb->vm_sig_fd >= 0)
                 return vm_interrupt(sb->vm_sig_fd);
         pidfd = sb->runner_pidfd >= 0 ? sb->runner_pidfd : sb->jail->pidfd;
@@ -1871,7 +1885,12 @@ int sandbox_set_cpu_weight(struct sandbox *sb, uint32_t weight)
 
 bool sandbox_weight_was_restored(struct sandbox *sb)
 {
-        return atomic_exchange(&sb->weight_restored, false) || atomic_load(&sb->interrupted);
+        return atomic_exchange(&sb->weight_restored, false);
+}
+
+bool sandbox_weight_is_boosted(struct sandbox *sb)
+{
+        return atomic_load(&sb->weight_boosted);
 }
 
 int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, unsigned slot,

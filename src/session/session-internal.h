@@ -34,7 +34,8 @@ struct sandbox {
         int vm_sig_fd;    /* microVM sessions: the guest's signal port (vm_interrupt); or -EBADF */
         bool alive;
         atomic_bool interrupted;     /* a SIGINT was sent during the current cell */
-        atomic_bool weight_restored; /* the interrupt gave its cgroup the full CPU weight */
+        atomic_bool weight_restored; /* the daemon wrote its CPU weight (fair.h) */
+        atomic_bool weight_boosted;  /* interrupted: CGROUP_WEIGHT_INTERRUPTED until it ends */
         atomic_bool tools_cancel;    /* the cell is interrupted or the sandbox killed: a Code Mode
                                       * call under way ends now, and no new one starts */
         bool killed;                 /* killed by the driver or its owner, not dead by itself */
