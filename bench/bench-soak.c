@@ -68,6 +68,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -96,6 +97,8 @@
 
 struct options {
         unsigned sessions, duration_s, workers, baseline_s, progress_s, think_ms;
+        int storm_nice; /* 0-19, from storm_nice_u */
+        unsigned storm_nice_u;
         bool chaos;
         uint64_t seed;
 };
@@ -967,6 +970,14 @@ static void *worker_main(void *arg)
 {
         struct worker *w = arg;
 
+        /* --storm-nice: the storm's clients stand for agents on other hosts; on this one their
+         * own CPU (HTTP, 4 MiB checksums) competes with the daemon they load, which the
+         * daemon's cgroup weights cannot rank. */
+        if (opt.storm_nice &&
+            setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), opt.storm_nice) < 0)
+                fprintf(stderr, "bench-soak: setpriority(%d): %s\n", opt.storm_nice,
+                        strerror(errno));
+
         while (!atomic_load(&stop_storm)) {
                 struct slot *s;
                 enum op op;
@@ -1636,6 +1647,22 @@ static int write_profile(void)
         return setenv("AIRLOCK_PROFILES_DIR", profile_dir, 1);
 }
 
+/* The host's load average: other work on the machine, which the daemon's CPU weights cannot
+ * rank, weighs on the figures; printed so that a run can be read with it. */
+static void print_loadavg(const char *when)
+{
+        char buf[128] = "";
+        FILE *f = fopen("/proc/loadavg", "re");
+
+        if (f) {
+                if (!fgets(buf, sizeof(buf), f))
+                        buf[0] = '\0';
+                (void) fclose(f);
+        }
+        buf[strcspn(buf, "\n")] = '\0';
+        printf("load average at %s: %s\n", when, buf[0] ? buf : "(unreadable)");
+}
+
 static const char usage[] =
         "usage: bench-soak [AIRLOCK_BINARY] [OPTIONS]\n"
         "  --sessions N    storm sessions (default 200)\n"
@@ -1647,6 +1674,8 @@ static const char usage[] =
         "  --baseline S    seconds of the latency baseline before the storm (default 20)\n"
         "  --progress S    seconds between progress lines (default 15)\n"
         "  --think-ms N    pause of each worker between operations (default 0)\n"
+        "  --storm-nice N  run the storm's client threads at nice N (0-19, default 0): they\n"
+        "                  stand for agents on other hosts, and here compete with the daemon\n"
         "AIRLOCK_BINARY defaults to $AIRLOCK_BIN, else build/src/cli/airlock.\n";
 
 static int parse_number(const char *s, unsigned long long min, unsigned long long max,
@@ -1674,9 +1703,13 @@ static const struct {
         unsigned long long min, max;
         unsigned *value;
 } numbers[] = {
-        { "sessions", 1, 5000, &opt.sessions },   { "duration", 1, 7 * 24 * 3600, &opt.duration_s },
-        { "workers", 1, 256, &opt.workers },      { "baseline", 1, 3600, &opt.baseline_s },
-        { "progress", 1, 3600, &opt.progress_s }, { "think-ms", 0, 60000, &opt.think_ms },
+        { "sessions", 1, 5000, &opt.sessions },
+        { "duration", 1, 7 * 24 * 3600, &opt.duration_s },
+        { "workers", 1, 256, &opt.workers },
+        { "baseline", 1, 3600, &opt.baseline_s },
+        { "progress", 1, 3600, &opt.progress_s },
+        { "think-ms", 0, 60000, &opt.think_ms },
+        { "storm-nice", 0, 19, &opt.storm_nice_u },
 };
 
 #define N_NUMBERS (sizeof(numbers) / sizeof(numbers[0]))
@@ -1727,6 +1760,7 @@ static int parse_options(int argc, char **argv, const char **ret_bin)
         *ret_bin = optind < argc ? argv[optind] : bench_airlock_bin(1, argv, &next);
         if (opt.workers > opt.sessions)
                 opt.workers = opt.sessions; /* one operation at a time per session */
+        opt.storm_nice = (int) opt.storm_nice_u;
         return 0;
 }
 
@@ -1964,6 +1998,7 @@ int main(int argc, char **argv)
         if (pthread_create(&hot_thread, NULL, hot_main, &hot_conn) != 0)
                 fail("pthread_create failed");
         hot_started = true;
+        print_loadavg("baseline start");
         printf("baseline: the well-behaved client alone for %u s\n", opt.baseline_s);
         for (unsigned t = 0; t < opt.baseline_s * 10 && !got_signal; t++)
                 bench_sleep_ms(100);
@@ -1990,6 +2025,7 @@ int main(int argc, char **argv)
                         fail("pthread_create failed");
                 chaos_started = true;
         }
+        print_loadavg("storm start");
         printf("storm: %u workers over %u sessions for %u s\n", opt.workers, opt.sessions,
                opt.duration_s);
         next_progress = storm_start + opt.progress_s * S;
@@ -2025,6 +2061,7 @@ int main(int argc, char **argv)
         if (hot.during.n)
                 (void) bench_report("hot execute 1, during the storm", hot.during.ns, hot.during.n);
         p99_during = bench_percentile(hot.during.ns, hot.during.n, 0.99);
+        print_loadavg("the end of the storm");
         printf("p99 during / before: %.2fx  target <= 3x: %s\n",
                p99_before ? (double) p99_during / (double) p99_before : 0.0,
                p99_before && p99_during <= 3 * p99_before ? "met" : "MISSED");

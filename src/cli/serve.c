@@ -71,6 +71,14 @@ static const char serve_help[] =
         "      --max-session-memory N  memory of all sessions together, their files in\n"
         "                          /work included (e.g. 16G; default: no cap beyond each\n"
         "                          profile's own)\n"
+        "      --daemon-cpu-weight N  the daemon's CPU weight against all its sessions\n"
+        "                          (1-10000, cgroup v2's scale; default 1000, ten times\n"
+        "                          a session's 100)\n"
+        "      --cpu-fairness on|off  lower the CPU weight of sessions that used much CPU\n"
+        "                          recently, shared per tenant (default on)\n"
+        "      --min-free-memory N  below this much free memory, refuse new sessions\n"
+        "                          (503) and stop idle ones (default 5% of the memory,\n"
+        "                          at most 1G; off = never)\n"
         "      --zygote-max-sessions N  replace a profile's zygote after it forked N\n"
         "                          sandboxes (default 256, 0 = no limit): sessions of one\n"
         "                          zygote share its memory layout and hash secret\n"
@@ -188,6 +196,9 @@ struct serve_args {
         uint64_t checkpoint_after_ms;
         uint64_t max_stopped_bytes;
         uint64_t max_session_memory;
+        uint32_t daemon_cpu_weight;
+        bool cpu_fairness_off;
+        uint64_t min_free_memory; /* SESSION_MEMORY_PRESSURE_OFF for off; 0 = the default */
         uint64_t max_upload;
         unsigned max_connections, max_connections_per_client;
         uint64_t request_timeout_ms, keepalive_timeout_ms;
@@ -239,6 +250,9 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 OPT_CHECKPOINT_AFTER,
                 OPT_MAX_STOPPED_BYTES,
                 OPT_MAX_SESSION_MEMORY,
+                OPT_DAEMON_CPU_WEIGHT,
+                OPT_CPU_FAIRNESS,
+                OPT_MIN_FREE_MEMORY,
                 OPT_MAX_UPLOAD,
                 OPT_ZYGOTE_MAX_SESSIONS,
                 OPT_ZYGOTE_MAX_AGE,
@@ -277,6 +291,9 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                 { "checkpoint-after", required_argument, NULL, OPT_CHECKPOINT_AFTER },
                 { "max-stopped-bytes", required_argument, NULL, OPT_MAX_STOPPED_BYTES },
                 { "max-session-memory", required_argument, NULL, OPT_MAX_SESSION_MEMORY },
+                { "daemon-cpu-weight", required_argument, NULL, OPT_DAEMON_CPU_WEIGHT },
+                { "cpu-fairness", required_argument, NULL, OPT_CPU_FAIRNESS },
+                { "min-free-memory", required_argument, NULL, OPT_MIN_FREE_MEMORY },
                 { "max-upload", required_argument, NULL, OPT_MAX_UPLOAD },
                 { "zygote-max-sessions", required_argument, NULL, OPT_ZYGOTE_MAX_SESSIONS },
                 { "zygote-max-age", required_argument, NULL, OPT_ZYGOTE_MAX_AGE },
@@ -374,6 +391,47 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 fprintf(stderr,
                                         "airlock serve: --max-session-memory '%s' is not a size "
                                         "of at least 64M (e.g. 16G)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_DAEMON_CPU_WEIGHT: {
+                        char *end;
+                        unsigned long v;
+                        errno = 0;
+                        v = strtoul(optarg, &end, 10);
+                        if (errno || end == optarg || *end || optarg[0] == '-' || v < 1 ||
+                            v > 10000) {
+                                fprintf(stderr,
+                                        "airlock serve: --daemon-cpu-weight '%s' is not a "
+                                        "whole number from 1 to 10000 (a session weighs 100)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->daemon_cpu_weight = (uint32_t) v;
+                        break;
+                }
+                case OPT_CPU_FAIRNESS:
+                        if (strcmp(optarg, "on") == 0) {
+                                a->cpu_fairness_off = false;
+                        } else if (strcmp(optarg, "off") == 0) {
+                                a->cpu_fairness_off = true;
+                        } else {
+                                fprintf(stderr,
+                                        "airlock serve: --cpu-fairness '%s' must be on or off\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_MIN_FREE_MEMORY:
+                        if (strcmp(optarg, "off") == 0) {
+                                a->min_free_memory = SESSION_MEMORY_PRESSURE_OFF;
+                        } else if (parse_size(optarg, &a->min_free_memory) < 0 ||
+                                   a->min_free_memory < (1u << 20) ||
+                                   a->min_free_memory >= SESSION_MEMORY_PRESSURE_OFF) {
+                                fprintf(stderr,
+                                        "airlock serve: --min-free-memory '%s' is not a size of "
+                                        "at least 1M (e.g. 512M, 2G) or off\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -942,6 +1000,9 @@ int cmd_serve(int argc, char **argv)
                                                   .checkpoint_after_ms = a.checkpoint_after_ms,
                                                   .max_stopped_bytes = a.max_stopped_bytes,
                                                   .max_session_memory = a.max_session_memory,
+                                                  .daemon_cpu_weight = a.daemon_cpu_weight,
+                                                  .fair_off = a.cpu_fairness_off,
+                                                  .min_free_memory = a.min_free_memory,
                                                   .zygote_max_sessions = a.zygote_max_sessions,
                                                   .zygote_max_age_ms = a.zygote_max_age_ms,
                                                   .recent_executions = a.recent_executions,

@@ -1816,3 +1816,267 @@ int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsign
                 *ret_left = left;
         return removed;
 }
+
+/* ---- CPU weights (docs/PERFORMANCE.md, "Fairness under load") ---- */
+
+uint64_t cgroup_weight_to_shares(uint32_t weight)
+{
+        /* cpu.weight 100 is cpu.shares 1024, the default of each; the kernel maps between the
+         * two the same way for v2 on top of the same scheduler (sched_weight_from_cgroup()). */
+        uint64_t shares = (uint64_t) weight * 1024 / CGROUP_WEIGHT_DEFAULT;
+
+        if (shares < CGROUP_SHARES_MIN)
+                return CGROUP_SHARES_MIN;
+        if (shares > CGROUP_SHARES_MAX)
+                return CGROUP_SHARES_MAX;
+        return shares;
+}
+
+static int check_weight(uint32_t weight)
+{
+        return weight >= CGROUP_WEIGHT_MIN && weight <= CGROUP_WEIGHT_MAX ? 0 : -EINVAL;
+}
+
+/* Writes the weight into dir (v2 cpu.weight, v1 cpu.shares). -ENOENT: no cpu controller. */
+static int write_weight(enum cgroup_version version, int dirfd, uint32_t weight)
+{
+        char value[32];
+
+        if (dirfd < 0)
+                return -ENOENT;
+        if (version == CGROUP_V2) {
+                (void) snprintf(value, sizeof(value), "%" PRIu32, weight);
+                return write_file_at(dirfd, "cpu.weight", value);
+        }
+        (void) snprintf(value, sizeof(value), "%" PRIu64, cgroup_weight_to_shares(weight));
+        return write_file_at(dirfd, "cpu.shares", value);
+}
+
+int cgroup_set_cpu_weight_at(enum cgroup_version version, const int dirfds[CG1_COUNT],
+                             uint32_t weight)
+{
+        if (!dirfds || check_weight(weight) < 0)
+                return -EINVAL;
+        if (version == CGROUP_V2)
+                return write_weight(version, dirfds[0], weight);
+        if (version == CGROUP_V1)
+                return write_weight(version, dirfds[CG1_CPU], weight);
+        return -EOPNOTSUPP;
+}
+
+int cgroup_set_cpu_weight(struct cgroup *cg, uint32_t weight)
+{
+        if (!cg)
+                return -EINVAL;
+        return cgroup_set_cpu_weight_at(cg->version, cg->dirfd, weight);
+}
+
+int cgroup_read_cpu_usec(struct cgroup *cg, uint64_t *ret_usec)
+{
+        uint64_t v = 0;
+        int r;
+
+        if (!cg || !ret_usec)
+                return -EINVAL;
+        if (cg->version == CGROUP_V2) {
+                r = read_usage_keyed_u64(cg, USAGE_CPU, cg->dirfd[0], "cpu.stat", "usage_usec",
+                                         ret_usec);
+                return r == -ENODATA ? -ENOENT : r;
+        }
+        if (cg->version != CGROUP_V1)
+                return -EOPNOTSUPP;
+        if (cg->dirfd[CG1_CPUACCT] < 0)
+                return -ENOENT;
+        r = read_usage_u64(cg, USAGE_CPU, cg->dirfd[CG1_CPUACCT], "cpuacct.usage", &v);
+        if (r < 0)
+                return r;
+        *ret_usec = v / 1000;
+        return 0;
+}
+
+int cgroup_runnable_tasks(struct cgroup *cg)
+{
+        int dirfd, fd, n = 0;
+        _cleanup_fclose_ FILE *f = NULL;
+        int pid;
+
+        if (!cg)
+                return -EINVAL;
+        dirfd = cg->version == CGROUP_V2 ? cg->dirfd[0] : cg->dirfd[CG1_PIDS];
+        if (dirfd < 0)
+                return -ENOENT;
+        /* v1 "tasks" and v2 "cgroup.threads" list every thread (in a v2 domain cgroup that is
+         * not threaded, cgroup.threads is readable too). */
+        fd = openat(dirfd, cg->version == CGROUP_V2 ? "cgroup.threads" : "tasks",
+                    O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        f = fdopen(fd, "r");
+        if (!f) {
+                int r = -errno;
+                (void) close(fd);
+                return r;
+        }
+        while (fscanf(f, "%d", &pid) == 1) {
+                char path[64], stat[512], *close_paren;
+                ssize_t len;
+
+                if (pid <= 0)
+                        continue;
+                (void) snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+                len = read_small_file_at(AT_FDCWD, path, stat, sizeof(stat));
+                if (len < 0)
+                        continue; /* gone meanwhile */
+                /* "pid (comm) S ...": comm may hold anything, so look after its last ')'. */
+                close_paren = strrchr(stat, ')');
+                if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'R')
+                        n++;
+        }
+        return n;
+}
+
+/* The cpu directory of a scope made by cgroup_root_enter(): v2's one, v1's cpu hierarchy's. */
+static const char *scope_cpu_dir(const struct cgroup_root *scoped)
+{
+        if (scoped->version == CGROUP_V2)
+                return scoped->v2_parent;
+        if (scoped->version == CGROUP_V1)
+                return scoped->v1_parent[CG1_CPU];
+        return NULL;
+}
+
+int cgroup_root_set_cpu_weight(const struct cgroup_root *scoped, uint32_t weight)
+{
+        _cleanup_close_ int fd = -EBADF;
+        const char *dir;
+
+        if (!scoped || check_weight(weight) < 0)
+                return -EINVAL;
+        dir = scope_cpu_dir(scoped);
+        if (!dir)
+                return -ENOENT;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return write_weight(scoped->version, fd, weight);
+}
+
+/* Writes pid into dir/cgroup.procs (v1: every thread of the process moves). */
+static int move_pid_to(const char *dir, pid_t pid)
+{
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char value[32];
+
+        if (fd < 0)
+                return -errno;
+        (void) snprintf(value, sizeof(value), "%d", (int) pid);
+        return write_file_at(fd, "cgroup.procs", value);
+}
+
+/* dirname() of an absolute path, in a new string; "/" for a top-level entry. */
+static char *parent_dir(const char *path)
+{
+        const char *slash = strrchr(path, '/');
+
+        if (!slash)
+                return NULL;
+        if (slash == path)
+                return strdup("/");
+        return strndup(path, (size_t) (slash - path));
+}
+
+int cgroup_daemon_weigh(const struct cgroup_root *scoped, const char *own_v2_dir, uint32_t weight,
+                        pid_t pid, struct cgroup_daemon *ret, struct airlock_error *err)
+{
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *leaf = NULL;
+        const char *scope;
+        int r;
+
+        if (!scoped || !ret || check_weight(weight) < 0)
+                return airlock_error_set(err, -EINVAL, "the daemon's CPU weight must be %d-%d",
+                                         CGROUP_WEIGHT_MIN, CGROUP_WEIGHT_MAX);
+        memset(ret, 0, sizeof(*ret));
+        scope = scope_cpu_dir(scoped);
+        if (!scope)
+                return airlock_error_set(err, -EOPNOTSUPP, "no cgroup cpu controller");
+
+        if (scoped->version == CGROUP_V2) {
+                _cleanup_free_ char *own_parent = NULL, *scope_parent = NULL;
+
+                /* v2 lets a process live only in a leaf, and moving the daemon would move its
+                 * memory charge with it; so its weight applies only where its own cgroup is
+                 * the scope's sibling, as in the delegated layout (<unit>/daemon beside
+                 * <unit>/airlock-d-<id>). */
+                if (!own_v2_dir)
+                        return airlock_error_set(err, -EOPNOTSUPP,
+                                                 "the daemon's own cgroup v2 is unknown");
+                own_parent = parent_dir(own_v2_dir);
+                scope_parent = parent_dir(scope);
+                if (!own_parent || !scope_parent)
+                        return -ENOMEM;
+                if (strcmp(own_parent, scope_parent) != 0)
+                        return airlock_error_set(
+                                err, -EOPNOTSUPP,
+                                "the daemon's cgroup '%s' is not beside its sessions' '%s', so "
+                                "no weight can rank them (run it under systemd with "
+                                "Delegate=yes)",
+                                own_v2_dir, scope);
+                fd = open(own_v2_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        return airlock_error_set(err, -errno, "cannot open '%s': %s", own_v2_dir,
+                                                 strerror(errno));
+                r = write_weight(CGROUP_V2, fd, weight);
+                if (r < 0)
+                        return airlock_error_set(
+                                err, r, "cannot write cpu.weight in '%s': %s", own_v2_dir,
+                                r == -ENOENT ? "no cpu controller there" : strerror(-r));
+                ret->weight = weight;
+                return 0;
+        }
+
+        /* v1: the daemon's threads go into a cpu cgroup of their own beside the scope,
+         * "<scope>" CGROUP_DAEMON_CPU_SUFFIX, as in v2's delegated layout (only the cpu
+         * hierarchy: its memory stays charged where it was). The sessions then weigh as one
+         * cgroup against the daemon and against the other work of the daemon's own cgroup,
+         * as they did before, while the daemon's threads weigh as one heavy cgroup instead of
+         * one default process each. The sweep of leftovers only looks inside the scope. */
+        if (asprintf(&leaf, "%s" CGROUP_DAEMON_CPU_SUFFIX, scope) < 0) {
+                leaf = NULL;
+                return -ENOMEM;
+        }
+        r = mkdir_cgroup(leaf, err);
+        if (r < 0)
+                return r;
+        fd = open(leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return airlock_error_set(err, -errno, "cannot open '%s': %s", leaf,
+                                         strerror(errno));
+        r = write_weight(CGROUP_V1, fd, weight);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot write cpu.shares in '%s': %s", leaf,
+                                         strerror(-r));
+        r = move_pid_to(leaf, pid);
+        if (r < 0)
+                return airlock_error_set(err, r, "cannot move the daemon into '%s': %s", leaf,
+                                         strerror(-r));
+        ret->v1_leaf = TAKE_PTR(leaf);
+        ret->v1_home = parent_dir(scope);
+        ret->pid = pid;
+        ret->weight = weight;
+        return ret->v1_home ? 0 : -ENOMEM;
+}
+
+void cgroup_daemon_done(struct cgroup_daemon *d)
+{
+        if (!d)
+                return;
+        if (d->v1_leaf && d->v1_home) {
+                /* Back where it came from, so that its leaf (and the scope) can go. */
+                if (move_pid_to(d->v1_home, d->pid) >= 0)
+                        (void) rmdir(d->v1_leaf);
+        }
+        free(d->v1_leaf);
+        free(d->v1_home);
+        memset(d, 0, sizeof(*d));
+}

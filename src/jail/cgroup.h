@@ -160,3 +160,59 @@ const char *cgroup_version_name(enum cgroup_version version);
  * process uses, never on a parent shared with other daemons or CLIs. Returns how many were
  * removed and, in *ret_left (may be NULL), how many could not be; or -errno. */
 int cgroup_reap_stale(const struct cgroup_root *root, const char *prefix, unsigned *ret_left);
+
+/* ---- CPU weights (docs/PERFORMANCE.md, "Fairness under load") ----
+ * Weights are given on cgroup v2's scale: 1-10000, default 100 (cpu.weight). On v1 they become
+ * cpu.shares, 100 -> 1024 (the default of both), clamped to the kernel's 2-262144. Both rank a
+ * cgroup only against its siblings. */
+#define CGROUP_WEIGHT_MIN 1
+#define CGROUP_WEIGHT_DEFAULT 100
+#define CGROUP_WEIGHT_MAX 10000
+/* An interrupted cell's session until the cell ends: ten sessions' weight, to stop in time. */
+#define CGROUP_WEIGHT_INTERRUPTED 1000
+#define CGROUP_SHARES_MIN 2
+#define CGROUP_SHARES_MAX 262144
+/* The v1 cpu cgroup the daemon's own threads move into: "<scope>.daemon", beside its scope. */
+#define CGROUP_DAEMON_CPU_SUFFIX ".daemon"
+
+/* weight (v2 scale) as v1 cpu.shares. */
+uint64_t cgroup_weight_to_shares(uint32_t weight);
+
+/* Writes the CPU weight of an existing cgroup (v2 cpu.weight in dirfds[0], v1 cpu.shares in
+ * dirfds[CG1_CPU]). Returns 0, -EINVAL for a weight outside 1-10000, -ENOENT without a cpu
+ * controller there, or -errno. Exposed for unit tests against a fake tree. */
+int cgroup_set_cpu_weight_at(enum cgroup_version version, const int dirfds[CG1_COUNT],
+                             uint32_t weight);
+/* The same on a sandbox's cgroup. */
+int cgroup_set_cpu_weight(struct cgroup *cg, uint32_t weight);
+
+/* The CPU time used so far by every process that ran in the cgroup, through the same cached
+ * fd as cgroup_read_usage() (one pread). Returns 0, -ENOENT without cpu accounting, or -errno. */
+int cgroup_read_cpu_usec(struct cgroup *cg, uint64_t *ret_usec);
+
+/* How many threads of the cgroup are runnable now (state R in /proc/<tid>/stat): they want a
+ * CPU, and a cell that does not stop while they wait was not given one. Returns the count or
+ * -errno. */
+int cgroup_runnable_tasks(struct cgroup *cg);
+
+/* Writes the CPU weight of a scope made by cgroup_root_enter() (its cpu directory). */
+int cgroup_root_set_cpu_weight(const struct cgroup_root *scoped, uint32_t weight);
+
+/* The daemon's own CPU weight against its sessions. */
+struct cgroup_daemon {
+        char *v1_leaf; /* v1: <scope's cpu dir>.daemon, which the daemon moved into; or NULL */
+        char *v1_home; /* v1: where it goes back to at exit (the scope's parent) */
+        pid_t pid;
+        uint32_t weight; /* 0: not applied */
+};
+
+/* Ranks the daemon (process pid) against the sessions of the scope scoped: on v1 it moves the
+ * daemon's threads into the cpu cgroup <scope>.daemon, the scope's sibling, with cpu.shares of
+ * weight; on v2 it writes cpu.weight in the daemon's own cgroup own_v2_dir when
+ * that is the scope's sibling (the delegated layout), and otherwise returns -EOPNOTSUPP saying
+ * why (v2 lets no process live beside the sessions' cgroups inside the scope, and moving the
+ * daemon would move its memory charge). Returns 0 or -errno with err set. */
+int cgroup_daemon_weigh(const struct cgroup_root *scoped, const char *own_v2_dir, uint32_t weight,
+                        pid_t pid, struct cgroup_daemon *ret, struct airlock_error *err);
+/* Moves the daemon back (v1) and removes its leaf. Idempotent. */
+void cgroup_daemon_done(struct cgroup_daemon *d);

@@ -18,6 +18,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -41,6 +42,12 @@
 /* A result frame carries the repr, rich outputs and the files manifest, which the runner
  * keeps within the output cap; this much more covers the manifest and the JSON around them. */
 #define FRAME_OVERHEAD_MAX (2u * 1024u * 1024u)
+/* An interrupted cell starved of CPU by a loaded host gets its grace extended this much at a
+ * time, until it had a quarter of its grace in CPU time, and at most this many graces in all
+ * (grace_was_starved): on 2 cores under a load average above 100, two dozen cells interrupted
+ * together got 20-40 ms of CPU each per 2 s grace, too little to run their `finally`. */
+#define GRACE_EXTEND_MS 250
+#define GRACE_MAX_FACTOR 15
 
 enum drive_outcome {
         DRIVE_FRAME,        /* a complete frame arrived */
@@ -1352,6 +1359,47 @@ static int exec_frame(struct sandbox *sb, const struct exec_request *req, json_t
         return 0;
 }
 
+/* An interrupted cell's grace (sandbox_exec): when it began, and its cgroup's CPU time then. */
+struct grace {
+        uint64_t start_ns;
+        uint64_t start_cpu_usec;
+        bool has_cpu;
+        bool logged;
+};
+
+/* Whether the grace of an interrupted cell ran out before the cell had the CPU to stop: it used
+ * less than a quarter of the grace in CPU time while some thread of it waited, runnable, for a
+ * CPU that other work held (a loaded host). The cell then gets more time, GRACE_EXTEND_MS at a
+ * time, up to GRACE_MAX_FACTOR graces in all (30 s with the default 2 s): a cell that ignores
+ * the interrupt while it burns the CPU it is given, or sleeps through it, is still killed after
+ * one grace. */
+static bool grace_was_starved(struct sandbox *sb, const struct exec_request *req, struct grace *g)
+{
+        uint64_t now = now_ns(), cpu_usec, grace_us = req->interrupt_grace_ms * 1000ULL;
+        int runnable;
+
+        if (!g->has_cpu || !sb->jail || !sb->jail->cgroup)
+                return false;
+        if (now - g->start_ns >= GRACE_MAX_FACTOR * grace_us * 1000ULL)
+                return false;
+        if (sandbox_cpu_usec(sb, &cpu_usec) < 0 || cpu_usec < g->start_cpu_usec)
+                return false;
+        if (cpu_usec - g->start_cpu_usec >= grace_us / 4)
+                return false;
+        runnable = cgroup_runnable_tasks(sb->jail->cgroup);
+        if (runnable <= 0)
+                return false;
+        if (!g->logged) {
+                g->logged = true;
+                log_info("msg=\"an interrupted cell had %.1f ms of CPU in its %" PRIu64
+                         " ms grace, %d of its threads waiting for a CPU: the host is loaded, "
+                         "so it gets up to %d graces to stop\"",
+                         (double) (cpu_usec - g->start_cpu_usec) / 1000.0, req->interrupt_grace_ms,
+                         runnable, GRACE_MAX_FACTOR);
+        }
+        return true;
+}
+
 int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **ret_result,
                  struct airlock_error *err)
 {
@@ -1366,6 +1414,7 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
         json_t *frame = NULL, *error = NULL, *result, *stdout_text, *outputs;
         enum drive_outcome o;
         uint64_t t0, wall_ns, deadline;
+        struct grace grace = { 0 };
         bool interrupted = false, reply_lost = false;
         int exit_code = 0, r;
         double cpu_ms = 0;
@@ -1446,17 +1495,30 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 if (req->interrupt_grace_ms > 0 && !interrupted) {
                         interrupted = true;
                         (void) sandbox_interrupt(sb);
-                        deadline = now_ns() + req->interrupt_grace_ms * 1000000ULL;
+                        grace.start_ns = now_ns();
+                        grace.has_cpu = sandbox_cpu_usec(sb, &grace.start_cpu_usec) >= 0;
+                        deadline = grace.start_ns + req->interrupt_grace_ms * 1000000ULL;
                         continue;
                 }
                 if (o == DRIVE_OUTPUT_LIMIT && interrupted && now_ns() < deadline)
                         continue;
+                if (interrupted && grace_was_starved(sb, req, &grace)) {
+                        deadline = now_ns() + GRACE_EXTEND_MS * 1000000ULL;
+                        continue;
+                }
                 /* Not stopped in time (or no grace at all): the sandbox goes. */
                 kill_internal(sb);
                 drain_all(sb, &cap, req->sink);
                 break;
         }
         sb->in_exec = false;
+        if (atomic_exchange(&sb->weight_boosted, false)) {
+                /* The cell stopped (or was killed): no more than the default weight now; the
+                 * fairness thread sets the right one within a second. */
+                if (sb->jail && sb->jail->cgroup)
+                        (void) cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_DEFAULT);
+                atomic_store(&sb->weight_restored, true);
+        }
         wall_ns = now_ns() - t0;
         note_dropped(sb);
 
@@ -1615,6 +1677,17 @@ int sandbox_interrupt(struct sandbox *sb)
          * first into a result, outside the user's code, and end the interpreter. */
         if (atomic_exchange(&sb->interrupted, true))
                 return 0;
+        /* The cell needs the CPU to stop: a busy session's lowered weight (fair.h) would keep
+         * it waiting behind the others while its grace runs out, and under a storm even the
+         * default weight got two dozen cells interrupted together 20-40 ms each per grace. It
+         * outweighs the other sessions until the cell ends (sandbox_exec() puts the default
+         * back); one that ignores the interrupt while it burns the CPU is killed after one
+         * grace anyway. */
+        if (sb->jail->cgroup &&
+            cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_INTERRUPTED) >= 0) {
+                atomic_store(&sb->weight_boosted, true);
+                atomic_store(&sb->weight_restored, true);
+        }
         if (sb->vm_sig_fd >= 0)
                 return vm_interrupt(sb->vm_sig_fd);
         pidfd = sb->runner_pidfd >= 0 ? sb->runner_pidfd : sb->jail->pidfd;
@@ -1795,6 +1868,36 @@ int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret_usage)
         if (!sb->jail || !sb->jail->cgroup)
                 return -ENODATA;
         return cgroup_read_usage(sb->jail->cgroup, ret_usage);
+}
+
+int sandbox_cpu_usec(struct sandbox *sb, uint64_t *ret_usec)
+{
+        int r;
+
+        if (!sb->jail || !sb->jail->cgroup)
+                return -ENODATA;
+        r = cgroup_read_cpu_usec(sb->jail->cgroup, ret_usec);
+        return r == -ENOENT ? -ENODATA : r;
+}
+
+int sandbox_set_cpu_weight(struct sandbox *sb, uint32_t weight)
+{
+        int r;
+
+        if (!sb->jail || !sb->jail->cgroup)
+                return -ENODATA;
+        r = cgroup_set_cpu_weight(sb->jail->cgroup, weight);
+        return r == -ENOENT ? -ENODATA : r;
+}
+
+bool sandbox_weight_was_restored(struct sandbox *sb)
+{
+        return atomic_exchange(&sb->weight_restored, false);
+}
+
+bool sandbox_weight_is_boosted(struct sandbox *sb)
+{
+        return atomic_load(&sb->weight_boosted);
 }
 
 int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, unsigned slot,

@@ -173,6 +173,18 @@ uid_t sandbox_host_uid(const struct sandbox *sb);
 
 /* The sandbox's cgroup usage, when it has a cgroup. Returns 0 or -errno. */
 int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret_usage);
+/* The CPU time its cgroup used so far (one pread). Returns 0, -ENODATA without a cgroup or
+ * CPU accounting, or -errno. */
+int sandbox_cpu_usec(struct sandbox *sb, uint64_t *ret_usec);
+/* Sets its cgroup's CPU weight (1-10000, cgroup v2's scale; fair.h). -ENODATA: no cgroup. */
+int sandbox_set_cpu_weight(struct sandbox *sb, uint32_t weight);
+/* Whether the daemon wrote its cgroup's CPU weight itself since the last call (an interrupt
+ * raised it, the end of the interrupted cell put the default back): the fairness thread's
+ * idea of the weight is stale then (fair.h). */
+bool sandbox_weight_was_restored(struct sandbox *sb);
+/* Whether its cell was interrupted and has not ended yet: its cgroup weighs
+ * CGROUP_WEIGHT_INTERRUPTED so that the cell gets the CPU to stop. */
+bool sandbox_weight_is_boosted(struct sandbox *sb);
 
 /* Time the jail took to build the sandbox (clone to exec of the runner). */
 uint64_t sandbox_setup_ns(const struct sandbox *sb);

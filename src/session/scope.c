@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -210,6 +211,7 @@ int scope_sweep(struct scope *s)
 
 void scope_close(struct scope *s)
 {
+        cgroup_daemon_done(&s->daemon);
         if (s->is_owner && s->features.cgroups.version != CGROUP_NONE) {
                 int r = cgroup_root_remove(&s->features.cgroups);
                 if (r < 0)
@@ -283,4 +285,82 @@ int scope_memory_usage(struct scope *s, uint64_t *ret_bytes)
                 return r;
         *ret_bytes = u.memory_current;
         return 0;
+}
+
+int scope_memory_limit(struct scope *s, uint64_t *ret_bytes)
+{
+        const struct cgroup_root *root = &s->features.cgroups;
+        _cleanup_close_ int fd = -EBADF;
+        char buf[64];
+        const char *dir;
+        ssize_t n;
+
+        if (root->version == CGROUP_NONE)
+                return -EOPNOTSUPP;
+        dir = root->version == CGROUP_V2 ? root->v2_parent : root->v1_parent[CG1_MEMORY];
+        if (!dir)
+                return -ENOENT;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read_small_file_at(fd,
+                               root->version == CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes",
+                               buf, sizeof(buf));
+        if (n < 0)
+                return (int) n;
+        buf[strcspn(buf, "\n")] = '\0';
+        /* v2 says "max"; v1 says a huge number (PAGE_COUNTER_MAX pages) for none. */
+        if (strcmp(buf, "max") == 0 || strtoull(buf, NULL, 10) >= (1ULL << 60)) {
+                *ret_bytes = 0;
+                return 0;
+        }
+        *ret_bytes = strtoull(buf, NULL, 10);
+        return 0;
+}
+
+/* The daemon's own cgroup v2 directory beside the scope, when /proc/self/cgroup puts it there
+ * (the delegated layout: <unit>/daemon beside <unit>/airlock-d-<id>); else NULL. */
+static char *own_v2_dir_beside(const char *scope_dir)
+{
+        _cleanup_free_ char *line = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        size_t cap = 0;
+        char *out = NULL;
+
+        f = fopen("/proc/self/cgroup", "re");
+        if (!f)
+                return NULL;
+        while (getline(&line, &cap, f) > 0) {
+                const char *path, *base, *scope_base;
+                size_t plen;
+
+                if (strncmp(line, "0::", 3) != 0)
+                        continue;
+                line[strcspn(line, "\n")] = '\0';
+                path = line + 3;
+                base = strrchr(path, '/');
+                scope_base = strrchr(scope_dir, '/');
+                if (!base || base == path || !scope_base)
+                        break;
+                /* parent(path) must be the tail of parent(scope_dir). */
+                plen = (size_t) (base - path);
+                if ((size_t) (scope_base - scope_dir) < plen ||
+                    strncmp(scope_base - plen, path, plen) != 0)
+                        break;
+                if (asprintf(&out, "%.*s%s", (int) (scope_base - scope_dir), scope_dir, base) < 0)
+                        out = NULL;
+                break;
+        }
+        return out;
+}
+
+int scope_weigh_daemon(struct scope *s, uint32_t weight, struct airlock_error *err)
+{
+        _cleanup_free_ char *own = NULL;
+
+        if (s->features.cgroups.version == CGROUP_NONE)
+                return airlock_error_set(err, -EOPNOTSUPP, "no cgroups");
+        if (s->features.cgroups.version == CGROUP_V2)
+                own = own_v2_dir_beside(s->features.cgroups.v2_parent);
+        return cgroup_daemon_weigh(&s->features.cgroups, own, weight, getpid(), &s->daemon, err);
 }

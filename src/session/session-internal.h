@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "egress/egress.h"
+#include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "profile/profile.h"
 
@@ -33,10 +34,12 @@ struct sandbox {
         int vm_sig_fd;    /* microVM sessions: the guest's signal port (vm_interrupt); or -EBADF */
         struct vm_files *vm_files; /* microVM sessions: the file channel (vm/files.h); or NULL */
         bool alive;
-        atomic_bool interrupted;  /* a SIGINT was sent during the current cell */
-        atomic_bool tools_cancel; /* the cell is interrupted or the sandbox killed: a Code Mode
-                                   * call under way ends now, and no new one starts */
-        bool killed;              /* killed by the driver or its owner, not dead by itself */
+        atomic_bool interrupted;     /* a SIGINT was sent during the current cell */
+        atomic_bool weight_restored; /* the daemon wrote its CPU weight (fair.h) */
+        atomic_bool weight_boosted;  /* interrupted: CGROUP_WEIGHT_INTERRUPTED until it ends */
+        atomic_bool tools_cancel;    /* the cell is interrupted or the sandbox killed: a Code Mode
+                                      * call under way ends now, and no new one starts */
+        bool killed;                 /* killed by the driver or its owner, not dead by itself */
         int exec_count;
         /* control-socket frame being assembled */
         char *rbuf;
@@ -133,6 +136,7 @@ struct scope {
         int lock_fd;     /* flock on <state_dir>/cgroup-id, held for our lifetime; or -EBADF */
         bool is_owner;   /* no other live daemon on the state directory: we sweep and remove */
         bool is_lasting; /* kept in a state directory, so leftovers of a predecessor may exist */
+        struct cgroup_daemon daemon; /* the daemon's own CPU weight (scope_weigh_daemon) */
 };
 /* Makes (or finds) the scope and its cgroups. Returns 0 or -errno with err set (a malformed or
  * foreign id file, a cgroup that cannot be made). Release with scope_close(), also after a
@@ -150,6 +154,11 @@ void scope_close(struct scope *s);
 int scope_limit_memory(struct scope *s, uint64_t bytes, struct airlock_error *err);
 /* The memory every sandbox of the scope holds now. Returns 0 or -errno. */
 int scope_memory_usage(struct scope *s, uint64_t *ret_bytes);
+/* The memory limit of the scope's own cgroup (scope_limit_memory), or 0 for none. */
+int scope_memory_limit(struct scope *s, uint64_t *ret_bytes);
+/* Gives the daemon's own threads the CPU weight `weight` against the scope's sandboxes
+ * (cgroup_daemon_weigh()). Returns 0, or -errno with err saying why it cannot. */
+int scope_weigh_daemon(struct scope *s, uint32_t weight, struct airlock_error *err);
 
 /* The session store (store.c): SQLite in the state directory. Every function accepts a NULL
  * store and then does nothing (or returns NULL / an empty array). A row is the object

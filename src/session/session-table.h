@@ -5,6 +5,7 @@
 
 #include "session.h"
 
+#include "fair.h"
 #include "metrics/metrics.h"
 #include "profile/profile.h"
 #include "session-internal.h"
@@ -71,6 +72,8 @@ struct session {
         uint64_t peak_memory;
         json_t *saved;         /* what the last save reported (snapshot.h meta), or NULL */
         json_t *resume_report; /* for the first execution after a resume, or NULL */
+        /* Its recent CPU use and cgroup weight (fair.h); only the worker touches it. */
+        struct fair_state fair;
 };
 
 struct pool_member {
@@ -172,6 +175,13 @@ struct session_manager {
         pthread_mutex_t grave_lock;
         struct sandbox **grave;
         unsigned n_grave, cap_grave;
+        /* The fairness thread (fair.h): CPU weights and memory pressure, once a second. */
+        pthread_t fair_thread;
+        bool fair_started;
+        pthread_cond_t fair_wake; /* session_manager_free() wakes it to stop */
+        /* Memory pressure (pressure.h), measured by the fairness thread once a second. */
+        atomic_bool memory_short;
+        _Atomic uint64_t memory_free, memory_min;
 };
 
 /* slots.c */

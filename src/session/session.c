@@ -12,6 +12,7 @@
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "pressure.h"
 #include "recent.h"
 #include "session-internal.h"
 #include "session-table.h"
@@ -867,6 +868,7 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
         pthread_mutex_init(&mgr->grave_lock, NULL);
         pthread_cond_init(&mgr->wake, NULL);
         pthread_cond_init(&mgr->rotate_wake, NULL);
+        pthread_cond_init(&mgr->fair_wake, NULL);
         mgr->runner_path = sandbox_find_runner();
         if (!mgr->runner_path) {
                 free(mgr);
@@ -916,7 +918,14 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 }
         }
         if (mgr->scope.features.cgroups.version != CGROUP_NONE) {
+                uint32_t w = cfg->daemon_cpu_weight ? cfg->daemon_cpu_weight
+                                                    : SESSION_DAEMON_CPU_WEIGHT_DEFAULT;
+                struct airlock_error werr = { { 0 } };
                 int n = scope_sweep(&mgr->scope);
+                /* The daemon's threads serve every client: a storm of busy sessions must not
+                 * starve them (docs/PERFORMANCE.md, "Fairness under load"). */
+                if (scope_weigh_daemon(&mgr->scope, w, &werr) < 0)
+                        log_warn("msg=\"the daemon's CPU weight is not applied: %s\"", werr.msg);
                 log_info("msg=\"sandbox cgroups go below '%s'\"", mgr->scope.name);
                 if (n > 0)
                         log_info("msg=\"removed %d stale cgroups left by an earlier daemon\"", n);
@@ -948,6 +957,14 @@ int session_manager_new(const struct session_manager_config *cfg, struct session
                 return airlock_error_set(err, -r, "cannot start the session worker");
         }
         mgr->worker_started = true;
+        /* A thread of its own: the worker can spend seconds on a wave of stops, checkpoints
+         * or reaped sandboxes, exactly when the load needs the weights and the memory check. */
+        r = pthread_create(&mgr->fair_thread, NULL, session_fair_main, mgr);
+        if (r != 0) {
+                session_manager_free(mgr);
+                return airlock_error_set(err, -r, "cannot start the fairness thread");
+        }
+        mgr->fair_started = true;
         if (mgr->cfg.mode == JAIL_NAMESPACES && (mgr->zygote_max_forks || mgr->zygote_max_age_ms)) {
                 r = pthread_create(&mgr->rotator, NULL, session_rotator_main, mgr);
                 if (r != 0) {
@@ -1084,7 +1101,10 @@ void session_manager_free(struct session_manager *mgr)
         mgr->stopping = true;
         pthread_cond_broadcast(&mgr->wake);
         pthread_cond_broadcast(&mgr->rotate_wake);
+        pthread_cond_broadcast(&mgr->fair_wake);
         pthread_mutex_unlock(&mgr->lock);
+        if (mgr->fair_started)
+                (void) pthread_join(mgr->fair_thread, NULL);
         if (mgr->worker_started)
                 (void) pthread_join(mgr->worker, NULL);
         if (mgr->rotator_started)
@@ -1273,6 +1293,11 @@ int session_create(struct session_manager *mgr, const struct session_create_opti
                                          "or end one (POST /v1/sessions/{id}/stop, DELETE) or "
                                          "try again later",
                                          mgr->cfg.max_sessions);
+        }
+        r = session_pressure_check(mgr, err);
+        if (r < 0) {
+                pthread_mutex_unlock(&mgr->lock);
+                return r;
         }
         r = session_profile_slot(mgr, profile, &slot, err);
         /* Checked again when the session joins the table: this one spares a sandbox. */

@@ -75,8 +75,21 @@ struct session_manager_config {
         /* The egress proxy (egress.h; borrowed, must outlive the manager) that sandboxes of
          * profiles with network "allow" get. NULL = none: such profiles cannot start. */
         struct egress *egress;
+        /* Fairness under load (docs/PERFORMANCE.md): the daemon's own CPU weight against its
+         * sessions' cgroups (cgroup v2's scale 1-10000; 0 = the default, 1000), and whether
+         * the worker leaves every session's weight alone (fair_off) instead of lowering it for
+         * sessions that used much CPU recently. */
+        uint32_t daemon_cpu_weight;
+        bool fair_off;
+        /* Memory pressure: when less than this many bytes are free (MemAvailable, or what is
+         * left under max_session_memory), new sessions are refused (503) and idle ones are
+         * stopped and saved, oldest first, before the kernel's OOM killer has to pick. 0 = the
+         * default (5% of the memory, at most 1 GiB); SESSION_MEMORY_PRESSURE_OFF = never. */
+        uint64_t min_free_memory;
 };
 
+#define SESSION_MEMORY_PRESSURE_OFF UINT64_MAX
+#define SESSION_DAEMON_CPU_WEIGHT_DEFAULT 1000
 #define SESSION_RECENT_OFF UINT32_MAX /* for recent_executions */
 
 #define SESSION_ZYGOTE_NEVER UINT32_MAX /* for zygote_max_sessions and zygote_max_age_ms */

@@ -493,6 +493,13 @@ class Daemon:
         scope = {self.cgroup_scope()} - {None}
         for names in (self.known_cgroup_names(), scope):
             for d in sorted(cgroup_dirs_named(names), key=len, reverse=True):
+                # The cpu cgroup a daemon's own threads moved into on cgroup v1, beside its
+                # scope (docs/PERFORMANCE.md, "Fairness under load"), empty once it is gone.
+                if names is scope:
+                    try:
+                        os.rmdir(d + ".daemon")
+                    except OSError:
+                        pass
                 try:
                     os.rmdir(d)
                 except OSError:

@@ -1651,3 +1651,136 @@ Test(realscope, reap_kills_what_a_crashed_daemon_left, .fini = real_scope_teardo
         }
         cr_assert_eq(cgroup_root_remove(&real_scoped), 0);
 }
+
+/* ---- CPU weights (docs/PERFORMANCE.md, "Fairness under load") ---- */
+
+Test(weight, v1_shares_follow_the_v2_scale)
+{
+        cr_assert_eq(cgroup_weight_to_shares(CGROUP_WEIGHT_DEFAULT), 1024);
+        cr_assert_eq(cgroup_weight_to_shares(1000), 10240);
+        cr_assert_eq(cgroup_weight_to_shares(10), 102);
+        cr_assert_eq(cgroup_weight_to_shares(1), 10);
+        cr_assert_eq(cgroup_weight_to_shares(CGROUP_WEIGHT_MAX), 102400);
+}
+
+Test(weight, written_to_the_right_file, .init = tmp_setup, .fini = tmp_teardown)
+{
+        int fds[CG1_COUNT] = { -EBADF, -EBADF, -EBADF, -EBADF, -EBADF };
+
+        put(at("g/cpu.weight"), "");
+        fds[0] = open_dir(at("g"));
+        cr_assert_eq(cgroup_set_cpu_weight_at(CGROUP_V2, fds, 7), 0);
+        cr_assert_str_eq(get(at("g/cpu.weight")), "7");
+        cr_assert_eq(cgroup_set_cpu_weight_at(CGROUP_V2, fds, 0), -EINVAL);
+        cr_assert_eq(cgroup_set_cpu_weight_at(CGROUP_V2, fds, 10001), -EINVAL);
+        cr_assert_str_eq(get(at("g/cpu.weight")), "7", "a refused weight wrote nothing");
+        close_dirs(fds);
+
+        put(at("v1/cpu/s/cpu.shares"), "");
+        fds[CG1_CPU] = open_dir(at("v1/cpu/s"));
+        cr_assert_eq(cgroup_set_cpu_weight_at(CGROUP_V1, fds, 50), 0);
+        cr_assert_str_eq(get(at("v1/cpu/s/cpu.shares")), "512");
+        close_dirs(fds);
+        fds[CG1_CPU] = -EBADF;
+        /* No cpu controller: said so, not a crash. */
+        cr_assert_eq(cgroup_set_cpu_weight_at(CGROUP_V1, fds, 50), -ENOENT);
+}
+
+/* v1: the daemon's threads move into <scope>.daemon, weighted, and back at the end. */
+Test(weight, v1_daemon_moves_into_its_leaf, .init = tmp_setup, .fini = tmp_teardown)
+{
+        struct cgroup_root scoped = { .version = CGROUP_V1 };
+        struct cgroup_daemon d;
+        struct airlock_error err = { "" };
+        int r;
+
+        put(at("cpu/own/airlock-d-ab.daemon/cpu.shares"), "");
+        put(at("cpu/own/airlock-d-ab.daemon/cgroup.procs"), "");
+        mkdir_p(at("cpu/own/airlock-d-ab"));
+        put(at("cpu/own/cgroup.procs"), "");
+        scoped.v1_parent[CG1_CPU] = strdup(at("cpu/own/airlock-d-ab"));
+        scoped.v1_parent[CG1_MEMORY] = strdup(at("memory/own/airlock-d-ab"));
+        r = cgroup_daemon_weigh(&scoped, NULL, 1000, 4242, &d, &err);
+        cr_assert_eq(r, 0, "weigh: %d %s", r, err.msg);
+        cr_assert_str_eq(get(at("cpu/own/airlock-d-ab.daemon/cpu.shares")), "10240");
+        cr_assert_str_eq(get(at("cpu/own/airlock-d-ab.daemon/cgroup.procs")), "4242");
+        cr_assert_not(exists(at("memory/own/airlock-d-ab.daemon")),
+                      "only the cpu hierarchy: the daemon's memory stays charged where it was");
+        cgroup_daemon_done(&d);
+        cr_assert_str_eq(get(at("cpu/own/cgroup.procs")), "4242", "moved back home");
+        cr_assert_null(d.v1_leaf);
+        cgroup_daemon_done(&d); /* idempotent */
+        cgroup_root_done(&scoped);
+}
+
+/* v2: only where the daemon's own cgroup is the scope's sibling (the delegated layout). */
+Test(weight, v2_daemon_weight_only_beside_the_scope, .init = tmp_setup, .fini = tmp_teardown)
+{
+        struct cgroup_root scoped = { .version = CGROUP_V2 };
+        struct cgroup_daemon d;
+        struct airlock_error err = { "" };
+        int r;
+
+        put(at("unit/daemon/cpu.weight"), "");
+        mkdir_p(at("unit/airlock-d-ab"));
+        scoped.v2_parent = strdup(at("unit/airlock-d-ab"));
+        r = cgroup_daemon_weigh(&scoped, at("unit/daemon"), 1000, 4242, &d, &err);
+        cr_assert_eq(r, 0, "weigh: %d %s", r, err.msg);
+        cr_assert_str_eq(get(at("unit/daemon/cpu.weight")), "1000");
+        cgroup_daemon_done(&d);
+
+        put(at("elsewhere/me/cpu.weight"), "");
+        r = cgroup_daemon_weigh(&scoped, at("elsewhere/me"), 1000, 4242, &d, &err);
+        cr_assert_eq(r, -EOPNOTSUPP);
+        cr_assert_not_null(strstr(err.msg, "Delegate=yes"), "%s", err.msg);
+        cr_assert_str_eq(get(at("elsewhere/me/cpu.weight")), "");
+        r = cgroup_daemon_weigh(&scoped, NULL, 1000, 4242, &d, &err);
+        cr_assert_eq(r, -EOPNOTSUPP);
+        cr_assert_eq(cgroup_root_set_cpu_weight(&scoped, 10), -ENOENT, "no cpu.weight there");
+        put(at("unit/airlock-d-ab/cpu.weight"), "");
+        cr_assert_eq(cgroup_root_set_cpu_weight(&scoped, 10), 0);
+        cr_assert_str_eq(get(at("unit/airlock-d-ab/cpu.weight")), "10");
+        cgroup_root_done(&scoped);
+}
+
+/* Against this host's kernel: a session's cgroup takes a weight, and reads its CPU time. */
+Test(realscope, weights_and_cpu_time, .fini = real_scope_teardown, .timeout = 60)
+{
+        struct airlock_error err = { "" };
+        struct cgroup_limits lim = { .pids_max = 16 };
+        const char *cpu_dir;
+        char scope[64], name[64];
+        uint64_t usec = 0;
+        int r;
+
+        real_probe();
+        (void) snprintf(scope, sizeof(scope), "airlock-d-test-%d", (int) getpid());
+        (void) snprintf(name, sizeof(name), "airlock-test-weight-%d", (int) getpid());
+        r = cgroup_root_enter(&real.root, scope, &real_scoped, &err);
+        cr_assert_eq(r, 0, "enter: %d %s", r, err.msg);
+        r = cgroup_create(&real_scoped, name, &lim, &real.cg, &err);
+        cr_assert_eq(r, 0, "create: %d %s", r, err.msg);
+        cpu_dir = scoped_parent(&real_scoped, real_scoped.version == CGROUP_V2 ? 0 : CG1_CPU);
+        if (!cpu_dir)
+                cr_skip_test("no cpu controller on this host: CPU weights cannot be tested");
+        r = cgroup_set_cpu_weight(real.cg, 10);
+        if (r == -ENOENT)
+                cr_skip_test("the cpu controller is not enabled here: CPU weights cannot be "
+                             "tested");
+        cr_assert_eq(r, 0, "set weight: %d", r);
+        {
+                _cleanup_free_ char *file =
+                        fmt("%s/%s/%s", cpu_dir, name,
+                            real_scoped.version == CGROUP_V2 ? "cpu.weight" : "cpu.shares");
+                char want[32];
+                (void) snprintf(want, sizeof(want), "%s\n",
+                                real_scoped.version == CGROUP_V2 ? "10" : "102");
+                cr_assert_str_eq(get(file), want);
+        }
+        r = cgroup_read_cpu_usec(real.cg, &usec);
+        cr_assert(r == 0 || r == -ENOENT, "read cpu: %d", r);
+        cr_assert_eq(cgroup_runnable_tasks(real.cg), 0, "nothing runs in it");
+        cr_assert_eq(cgroup_destroy(real.cg), 0);
+        real.cg = cgroup_free(real.cg);
+        cr_assert_eq(cgroup_root_remove(&real_scoped), 0);
+}

@@ -4,6 +4,8 @@
  * session table's index by id (session.c). */
 #include <criterion/criterion.h>
 
+#include "session/fair.h"
+#include "session/pressure.h"
 #include "session/recent.h"
 #include "session/sandbox.h"
 #include "session/session-internal.h"
@@ -452,4 +454,83 @@ Test(sandbox, layer_is_bound_read_only_and_importable, .fini = layer_teardown)
         sandbox_free(sb);
         profile_free(p);
         jail_features_done(&f);
+}
+
+/* ---- fairness (fair.h) and memory pressure (pressure.h) ---- */
+
+#define SEC 1000000000ULL
+
+Test(fair, a_busy_session_weighs_less_and_gets_its_weight_back_when_quiet)
+{
+        struct fair_state st = { 0 };
+        uint64_t t = 5 * SEC, usec = 123456;
+        uint32_t w, w_busy;
+
+        cr_assert_eq(fair_sample(&st, usec, t), 0, "the first sample only starts");
+        cr_assert_eq(fair_weight(st.avg_cpus, 1), CGROUP_WEIGHT_DEFAULT);
+        /* 20 s at one full CPU. */
+        for (int i = 0; i < 20; i++) {
+                t += SEC;
+                usec += 1000000;
+                cr_assert_float_eq(fair_sample(&st, usec, t), 1.0, 1e-9);
+        }
+        cr_assert_gt(st.avg_cpus, 0.8);
+        w_busy = fair_weight(st.avg_cpus, 1);
+        cr_assert_lt(w_busy, 15, "a session that burnt a CPU for 20 s weighs %u", w_busy);
+        cr_assert(fair_is_busy(st.avg_cpus));
+        /* Then quiet: the weight climbs back, all of it within a minute. */
+        for (int i = 0; i < 10; i++) {
+                t += SEC;
+                (void) fair_sample(&st, usec, t);
+        }
+        w = fair_weight(st.avg_cpus, 1);
+        cr_assert(w > w_busy && w < CGROUP_WEIGHT_DEFAULT, "after 10 s quiet: %u", w);
+        for (int i = 0; i < 50; i++) {
+                t += SEC;
+                (void) fair_sample(&st, usec, t);
+        }
+        cr_assert_eq(fair_weight(st.avg_cpus, 1), CGROUP_WEIGHT_DEFAULT);
+        cr_assert_not(fair_is_busy(st.avg_cpus));
+}
+
+Test(fair, a_tenant_with_many_busy_sessions_shares_one_weight)
+{
+        uint32_t one = fair_weight(0.5, 1), of_ten = fair_weight(0.5, 10);
+
+        cr_assert_eq(one, 17);
+        cr_assert_eq(of_ten, 2);
+        /* A quiet session is not divided, whatever its tenant runs. */
+        cr_assert_eq(fair_weight(0.0, 50), CGROUP_WEIGHT_DEFAULT);
+        cr_assert_eq(fair_weight(1000.0, 1000), CGROUP_WEIGHT_MIN, "never below the minimum");
+}
+
+Test(fair, a_counter_that_goes_back_starts_over)
+{
+        struct fair_state st = { 0 };
+
+        (void) fair_sample(&st, 5000000, SEC);
+        (void) fair_sample(&st, 6000000, 2 * SEC);
+        cr_assert_gt(st.avg_cpus, 0);
+        cr_assert_eq(fair_sample(&st, 1000, 3 * SEC), 0, "a new cgroup: no negative use");
+        cr_assert_eq(st.last_usec, 1000);
+}
+
+Test(pressure, meminfo_and_thresholds)
+{
+        uint64_t avail = 0, total = 0;
+        const char *text = "MemTotal:       24576000 kB\nMemFree:          100000 kB\n"
+                           "MemAvailable:    1000000 kB\nBuffers:  1 kB\n";
+
+        cr_assert_eq(pressure_parse_meminfo(text, &avail, &total), 0);
+        cr_assert_eq(total, 24576000ULL * 1024);
+        cr_assert_eq(avail, 1000000ULL * 1024);
+        cr_assert_eq(pressure_parse_meminfo("MemTotal: 5 kB\n", &avail, &total), -EBADMSG);
+        cr_assert_eq(pressure_parse_meminfo("MemTotal: x kB\nMemAvailable: 1 kB\n", &avail, &total),
+                     -EBADMSG);
+        cr_assert_eq(pressure_default_min(2ULL << 30), (2ULL << 30) / 20);
+        cr_assert_eq(pressure_default_min(64ULL << 30), 1ULL << 30, "at most 1 GiB");
+        cr_assert(pressure_is_short(99, 100, false));
+        cr_assert_not(pressure_is_short(100, 100, false));
+        cr_assert(pressure_is_short(110, 100, true), "it stays short until 25%% above");
+        cr_assert_not(pressure_is_short(125, 100, true));
 }
