@@ -31,6 +31,7 @@ struct sandbox {
         int runner_pidfd; /* the Python process, when it is not the first one; else -EBADF */
         int status_fd;    /* forked sessions: where their init reports how the Python ended */
         int vm_sig_fd;    /* microVM sessions: the guest's signal port (vm_interrupt); or -EBADF */
+        int vm_qmp_fd;    /* microVM sessions: QEMU's QMP monitor (vm_save); or -EBADF */
         bool alive;
         atomic_bool interrupted;  /* a SIGINT was sent during the current cell */
         atomic_bool tools_cancel; /* the cell is interrupted or the sandbox killed: a Code Mode
