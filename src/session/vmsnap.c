@@ -98,12 +98,12 @@ static int write_all(int fd, const char *data, size_t len)
         return 0;
 }
 
-static void temp_name(const char *base, char buf[128])
+static void temp_name(const char *base, char buf[340])
 {
         unsigned char rnd[6] = { 0 };
 
         (void) getrandom(rnd, sizeof(rnd), GRND_NONBLOCK);
-        (void) snprintf(buf, 128, "%s.tmp-%02x%02x%02x%02x%02x%02x", base, rnd[0], rnd[1], rnd[2],
+        (void) snprintf(buf, 340, "%s.tmp-%02x%02x%02x%02x%02x%02x", base, rnd[0], rnd[1], rnd[2],
                         rnd[3], rnd[4], rnd[5]);
 }
 
@@ -115,7 +115,7 @@ static int build_snapshot(struct session_manager *mgr, struct profile_slot *slot
         const struct profile *p = slot->profile;
         _cleanup_close_ int state = -EBADF, kfd = -EBADF;
         char name[80], id[SESSION_ID_MAX + 1], state_file[300], key_file[300];
-        char state_tmp[128], key_tmp[128];
+        char state_tmp[340], key_tmp[340];
         struct sandbox *sb = NULL;
         struct sandbox_options opts;
         uint64_t t0 = now_ns(), t1, bytes = 0;
