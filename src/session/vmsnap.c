@@ -227,7 +227,7 @@ static int open_snapshot(struct session_manager *mgr, struct profile_slot *slot,
         if (!saved || strcmp(saved, key) != 0) {
                 if (saved)
                         log_info("profile=%s msg=\"its saved microVM is stale (a new image, "
-                                 "QEMU command line or profile): saving it again\"",
+                                 "QEMU or command line, or profile): saving it again\"",
                                  p->name);
                 (void) unlinkat(dir, file, 0);
                 r = build_snapshot(mgr, slot, dir, image, key, err);

@@ -359,6 +359,28 @@ static int append_stat(char **text, const char *dir, const char *name)
         return 0;
 }
 
+/* The file QEMU's binary is: its path, or found on PATH; "" when not found. */
+static void qemu_path(char *buf, size_t size)
+{
+        const char *bin = vm_qemu_binary(), *path = getenv("PATH");
+
+        buf[0] = '\0';
+        if (strchr(bin, '/')) {
+                (void) snprintf(buf, size, "%s", bin);
+                return;
+        }
+        if (!path)
+                path = "/usr/bin:/bin";
+        while (*path) {
+                size_t n = strcspn(path, ":");
+                if (n > 0 && (size_t) snprintf(buf, size, "%.*s/%s", (int) n, path, bin) < size &&
+                    access(buf, X_OK) == 0)
+                        return;
+                path += n + (path[n] == ':');
+        }
+        buf[0] = '\0';
+}
+
 int vm_snapshot_key(const struct vm_config *cfg, char **ret_key)
 {
         _cleanup_free_ char *machine = NULL, *text = NULL;
@@ -371,6 +393,21 @@ int vm_snapshot_key(const struct vm_config *cfg, char **ret_key)
         if (asprintf(&text, "airlock-vm-snapshot 1\naccel %s\nqemu %s", accel ? accel : "kvm",
                      machine) < 0)
                 return -ENOMEM;
+        {
+                /* Another QEMU (an upgrade) may not load what this one saved. */
+                char qemu[4096];
+                struct stat st;
+                char *more = NULL;
+                qemu_path(qemu, sizeof(qemu));
+                if (qemu[0] && stat(qemu, &st) == 0) {
+                        if (asprintf(&more, "%s\nqemu-binary %s %lld %lld.%09ld", text, qemu,
+                                     (long long) st.st_size, (long long) st.st_mtim.tv_sec,
+                                     st.st_mtim.tv_nsec) < 0)
+                                return -ENOMEM;
+                        free(text);
+                        text = more;
+                }
+        }
         r = append_stat(&text, cfg->image_dir, "vmlinuz");
         if (r >= 0)
                 r = append_stat(&text, cfg->image_dir, "initrd.cpio");

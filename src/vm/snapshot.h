@@ -46,7 +46,8 @@ int vm_continue(int qmp_fd, uint64_t timeout_ms, struct airlock_error *err);
 int vm_reseed(int sig_fd, uint64_t timeout_ms, struct airlock_error *err);
 
 /* A text that changes whenever a VM saved from cfg could not be restored as it is, or would
- * be another guest: the QEMU binary and accelerator, the machine's command line (less the
- * channels' fds), the image's files (size, mtime, inode) and the boot configuration. The
+ * be another guest: the QEMU binary (its name, size and mtime: an upgrade may not load what
+ * the old one saved) and accelerator, the machine's command line (less the kernel's command
+ * line), the image's files (size, mtime, inode) and the boot configuration. The
  * session module adds what the runner was told. Caller frees. Returns 0 or -errno. */
 int vm_snapshot_key(const struct vm_config *cfg, char **ret_key);
