@@ -150,6 +150,8 @@ static int read_token(const char *path, char *out, size_t size)
         return n > 0 ? 0 : -1;
 }
 
+unsigned bench_request_timeout_s = BENCH_REQUEST_TIMEOUT_S;
+
 int bench_daemon_start(struct bench_daemon *d, const char *bin, const char *const *extra)
 {
         char state[96], *argv[64];
@@ -337,7 +339,7 @@ void bench_conn_close(struct bench_conn *c)
 static int conn_connect(struct bench_conn *c)
 {
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t) c->port) };
-        struct timeval tv = { .tv_sec = BENCH_REQUEST_TIMEOUT_S };
+        struct timeval tv = { .tv_sec = bench_request_timeout_s };
         int one = 1;
 
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

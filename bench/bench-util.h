@@ -39,6 +39,9 @@ _Noreturn void bench_die(struct bench_daemon *d, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
 #define BENCH_REQUEST_TIMEOUT_S 30 /* no answer within this: the request fails (ETIMEDOUT) */
+/* The timeout connections opened from now on get; BENCH_REQUEST_TIMEOUT_S unless a benchmark
+ * of slow requests (bench-microvm under TCG) sets it. */
+extern unsigned bench_request_timeout_s;
 
 struct bench_conn {
         int fd;

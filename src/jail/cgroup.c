@@ -1121,7 +1121,7 @@ static int read_usage(struct cgroup *cg, enum cgroup_version version, const int 
                       int peak_fd, bool counters_only, struct cgroup_usage *ret_usage)
 {
         struct cgroup_usage u = { 0 };
-        uint64_t v;
+        uint64_t v = 0;
         int r;
 
         if (!dirfds || !ret_usage)

@@ -1429,7 +1429,11 @@ int main(int argc, char **argv)
                         resp = handle_warmup();
                 else if (op && strcmp(op, "snapshot") == 0 && !zygote && fd >= 0)
                         resp = handle_snapshot(req, TAKE_FD(fd));
-                else if (op && strcmp(op, "restore") == 0 && !zygote && fd >= 0)
+                else if (op && strcmp(op, "restore") == 0 && !zygote &&
+                         (fd >= 0 || json_integer_value(json_object_get(req, "size")) == 0))
+                        /* Without an fd only an empty state: a microVM's copy, whose
+                         * variables came with its memory, asks for fresh seeds this way (fds
+                         * do not cross into a guest). */
                         resp = handle_restore(req, TAKE_FD(fd));
                 else if (op && strcmp(op, "put") == 0 && !zygote && fd >= 0)
                         resp = handle_put(req, TAKE_FD(fd));

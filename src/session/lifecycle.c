@@ -261,6 +261,40 @@ static void restore_facts(struct session *s, json_t *row)
                 s->stops_at = 0;
 }
 
+/* A stopped microVM session's own VM, restored from what the stop saved: no Python reseed
+ * (it is the same session going on, generators included), but a reseeded kernel and the
+ * host's clock. */
+static int resume_vm(struct session_manager *mgr, struct profile_slot *slot, struct session *s,
+                     struct sandbox **ret_sb, json_t **ret_report, struct airlock_error *err)
+{
+        _cleanup_close_ int fd = -EBADF;
+        struct sandbox *sb = NULL;
+        int r;
+
+        r = session_fd_room(mgr, 1, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&s->save_lock);
+        fd = snapshot_open_vm(state_dir(mgr), s->id);
+        pthread_mutex_unlock(&s->save_lock);
+        if (fd < 0)
+                return airlock_error_set(err, fd, "the session's saved VM cannot be read: %s",
+                                         strerror(-fd));
+        r = session_vm_spawn(mgr, slot, s->id, fd, &sb, err);
+        if (r >= 0)
+                r = sandbox_vm_ready(sb, false, err);
+        if (r >= 0) {
+                *ret_report = json_pack("{s:[], s:n}", "lost_names", "error");
+                r = *ret_report ? 0 : -ENOMEM;
+        }
+        if (r < 0) {
+                sandbox_free(sb);
+                return r;
+        }
+        *ret_sb = sb;
+        return 0;
+}
+
 int lifecycle_resume(struct session_manager *mgr, const char *id, struct session **ret_s,
                      struct airlock_error *err)
 {
@@ -344,6 +378,12 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
         pthread_mutex_unlock(&mgr->lock);
         json_decref(row);
 
+        if (json_is_true(json_object_get(s->saved, "vm"))) {
+                /* A microVM session saved whole: its own VM back, nothing lost. */
+                r = resume_vm(mgr, slot, s, &sb, &report, err);
+                t1 = t2 = now_ns();
+                goto loaded;
+        }
         {
                 char unused[SESSION_ID_MAX + 1]; /* the session keeps its own id */
                 r = session_fd_room(mgr, 1, err);
@@ -356,12 +396,21 @@ int lifecycle_resume(struct session_manager *mgr, const char *id, struct session
                 session_network_bind(s, sb);
         if (r >= 0)
                 r = session_apply_env(sb, s->env, s->home, err);
-        if (r >= 0) {
+        if (r >= 0 && sandbox_is_vm(sb)) {
+                /* A microVM session whose VM was never saved (the daemon ended before its first
+                 * checkpoint): a fresh VM, and what it had is lost. */
+                report = json_pack("{s:[], s:s?}", "lost_names", "error",
+                                   s->exec_count ? "the session's VM was never saved: its "
+                                                   "variables and files were lost"
+                                                 : NULL);
+                r = report ? 0 : -ENOMEM;
+        } else if (r >= 0) {
                 pthread_mutex_lock(&s->save_lock);
                 r = snapshot_load(state_dir(mgr), id, sb, s->saved, &report, err);
                 pthread_mutex_unlock(&s->save_lock);
         }
         t2 = now_ns();
+loaded:
         if (r < 0) {
                 sandbox_free(sb);
                 pthread_mutex_lock(&mgr->lock);
@@ -672,6 +721,50 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         if (r < 0)
                 goto out;
 
+        if (sandbox_is_vm(parent->sb)) {
+                state = fork_state_file(mgr);
+                if (state < 0) {
+                        r = airlock_error_set(err, state, "cannot make a file for the fork: %s",
+                                              strerror(-state));
+                        goto out;
+                }
+                /* The parent's whole VM, saved once (it goes on running), restored n times:
+                 * each child is the parent, memory, threads and sockets, with its own
+                 * randomness. */
+                r = sandbox_vm_save(parent->sb, state, true, &bytes, err);
+                if (r >= 0 && bytes > mgr->cfg.max_stopped_bytes)
+                        r = airlock_error_set(err, -EFBIG,
+                                              "the session's VM takes %llu bytes saved, more "
+                                              "than the daemon's limit (%llu)",
+                                              (unsigned long long) bytes,
+                                              (unsigned long long) mgr->cfg.max_stopped_bytes);
+                t[1] = now_ns();
+                for (made = 0; r >= 0 && made < n; made++) {
+                        int fd = reopen_ro(state);
+                        session_make_id(ids[made]);
+                        r = fd < 0 ? airlock_error_set(err, fd,
+                                                       "cannot reopen the fork's state: %s",
+                                                       strerror(-fd))
+                                   : session_vm_spawn(mgr, slot, ids[made], fd, &sbs[made], err);
+                        if (fd >= 0)
+                                (void) close(fd);
+                }
+                if (r < 0)
+                        goto out;
+                t[2] = t[3] = now_ns();
+                leave_saving(parent);
+                for (unsigned i = 0; i < n; i++) {
+                        r = sandbox_vm_ready(sbs[i], true, err);
+                        if (r >= 0)
+                                reports[i] = json_pack("{s:[], s:n}", "lost_names", "error");
+                        if (r >= 0 && !reports[i])
+                                r = -ENOMEM;
+                        if (r < 0)
+                                goto out;
+                }
+                t[4] = now_ns();
+                goto children;
+        }
         /* The shared save when the parent's memory has room for a second copy of its state
          * (docs/LIFECYCLE.md, "Fork"), else, or when the state turns out not to fit, the
          * classic one into a file of the daemon's that each child copies from. */
@@ -755,6 +848,7 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
         fork_hold_pool(mgr, slot, false);
         held = false;
 
+children:
         out = json_array();
         for (unsigned i = 0; i < n; i++) {
                 _cleanup_free_ char *info = NULL;

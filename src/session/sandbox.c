@@ -13,6 +13,7 @@
 #include "config.h"
 #include "session-internal.h"
 #include "vm/files.h"
+#include "vm/snapshot.h"
 #include "vm/vm.h"
 
 #include <endian.h>
@@ -36,6 +37,9 @@
 
 /* How long a runner may take to start Python and import the profile's preload modules. */
 #define INIT_TIMEOUT_MS 120000
+/* A microVM's boot and its runner's preload: seconds under KVM, minutes under TCG on a busy
+ * machine (importing pandas and matplotlib in software emulation). */
+#define VM_INIT_TIMEOUT_MS 600000
 /* The control-socket buffer a sandbox keeps between frames; a larger one is freed. */
 #define RBUF_KEEP (64u << 10)
 
@@ -596,6 +600,67 @@ static void note_dropped(struct sandbox *sb)
         sb->dropped = 0;
 }
 
+/* What the runner is told first: the profile's policy, limits and preload. */
+static json_t *init_frame(const struct profile *p, uint64_t memory_bytes, bool preload)
+{
+        return json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:b}", "op", "init", "profile",
+                         p->name, "output_max", (json_int_t) p->limits.output_bytes, "memory_bytes",
+                         (json_int_t) memory_bytes, "imports", strv_to_json(p->imports), "policy",
+                         p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none", "preload",
+                         preload ? strv_to_json(p->preload) : json_array(), "shell", p->lang_bash);
+}
+
+/* The microVM for opts (opts->vm_image_dir set), its runner's environment envp (borrowed). */
+static void vm_config_for(const struct sandbox_options *opts, char *const *envp,
+                          struct vm_config *ret)
+{
+        const struct profile *p = opts->profile;
+
+        *ret = (struct vm_config){
+                .name = opts->name,
+                .image_dir = opts->vm_image_dir,
+                .memory_bytes = opts->memory_bytes ? opts->memory_bytes : p->limits.memory_bytes,
+                .cpu_millicpus = p->limits.cpu_millicpus,
+                .nofile = p->limits.files,
+                .nproc = p->limits.pids,
+                .work_bytes = p->limits.workspace_bytes,
+                .tmp_bytes = p->limits.tmp_bytes,
+                .envp = envp,
+                .restore = opts->vm_restore,
+                .incoming_fd = opts->vm_incoming_fd,
+        };
+}
+
+int sandbox_vm_key(const struct sandbox_options *opts, char **ret_key)
+{
+        _cleanup_free_ char *machine = NULL, *init = NULL, *key = NULL;
+        char **envp = NULL;
+        struct vm_config vcfg;
+        json_t *frame;
+        int r;
+
+        r = sandbox_build_env(opts->profile, NULL, opts->layer_dir, &envp);
+        if (r < 0)
+                return r;
+        vm_config_for(opts, envp, &vcfg);
+        r = vm_snapshot_key(&vcfg, &machine);
+        strv_free(envp);
+        if (r < 0)
+                return r;
+        frame = init_frame(opts->profile, vcfg.memory_bytes, opts->preload);
+        init = frame ? json_dumps(frame, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(frame);
+        if (!init || asprintf(&key, "%s\nrunner %s\n", machine, init) < 0)
+                return -ENOMEM;
+        *ret_key = TAKE_PTR(key);
+        return 0;
+}
+
+bool sandbox_is_vm(const struct sandbox *sb)
+{
+        return sb->vm_sig_fd >= 0;
+}
+
 int sandbox_start(const struct jail_features *features, const struct sandbox_options *opts,
                   struct sandbox **ret_sb, struct airlock_error *err)
 {
@@ -619,6 +684,7 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         sb->status_fd = -EBADF;
         sb->layer_fd = -EBADF;
         sb->vm_sig_fd = -EBADF;
+        sb->vm_qmp_fd = -EBADF;
         sb->runner_path = opts->runner_path ? strdup(opts->runner_path) : sandbox_find_runner();
         if (!sb->runner_path)
                 return airlock_error_set(err, -ENOENT,
@@ -657,19 +723,11 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         cfg.layer_dir = opts->layer_dir;
         if (opts->vm_image_dir) {
                 /* The microVM tier: the same runner, in a guest of its own (src/vm/vm.h). */
-                struct vm_config vcfg = {
-                        .name = opts->name,
-                        .image_dir = opts->vm_image_dir,
-                        .memory_bytes = sb->memory_bytes,
-                        .cpu_millicpus = p->limits.cpu_millicpus,
-                        .nofile = p->limits.files,
-                        .nproc = p->limits.pids,
-                        .work_bytes = p->limits.workspace_bytes,
-                        .tmp_bytes = p->limits.tmp_bytes,
-                        .envp = sb->envp,
-                };
+                struct vm_config vcfg;
                 int files_fd = -EBADF;
-                r = vm_start(features, &vcfg, &sb->jail, &sb->vm_sig_fd, &files_fd, err);
+                vm_config_for(opts, sb->envp, &vcfg);
+                r = vm_start(features, &vcfg, &sb->jail, &sb->vm_sig_fd, &files_fd, &sb->vm_qmp_fd,
+                             err);
                 if (r >= 0 && !(sb->vm_files = vm_files_new(files_fd)))
                         r = airlock_error_set(err, -ENOMEM, "out of memory");
         } else {
@@ -684,18 +742,19 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
         (void) fcntl_nonblock(sb->jail->ctl_fd);
         (void) fcntl_nonblock(sb->jail->stdout_fd);
         (void) fcntl_nonblock(sb->jail->stderr_fd);
+        if (opts->vm_image_dir && opts->vm_restore) {
+                /* Its runner was set up before the save: sandbox_vm_ready() does the rest. */
+                *ret_sb = TAKE_PTR(sb);
+                return 0;
+        }
 
-        r = send_frame(
-                sb, json_pack("{s:s, s:s, s:I, s:I, s:o, s:s, s:o, s:b}", "op", "init", "profile",
-                              p->name, "output_max", (json_int_t) p->limits.output_bytes,
-                              "memory_bytes", (json_int_t) sb->memory_bytes, "imports",
-                              strv_to_json(p->imports), "policy",
-                              p->policy == PROFILE_POLICY_RESTRICTED ? "restricted" : "none",
-                              "preload", opts->preload ? strv_to_json(p->preload) : json_array(),
-                              "shell", p->lang_bash));
+        r = send_frame(sb, init_frame(p, sb->memory_bytes, opts->preload));
         if (r < 0)
                 return airlock_error_set(err, r, "cannot talk to the runner: %s", strerror(-r));
-        o = drive(sb, now_ns() + INIT_TIMEOUT_MS * 1000000ULL, &cap, NULL, &frame);
+        o = drive(sb,
+                  now_ns() +
+                          (opts->vm_image_dir ? VM_INIT_TIMEOUT_MS : INIT_TIMEOUT_MS) * 1000000ULL,
+                  &cap, NULL, &frame);
         if (o != DRIVE_FRAME) {
                 drain_all(sb, &cap, NULL);
                 r = airlock_error_set(
@@ -1922,6 +1981,7 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
         sb->runner_pidfd = runner_pidfd;
         sb->status_fd = status_fd;
         sb->vm_sig_fd = -EBADF;
+        sb->vm_qmp_fd = -EBADF;
         sb->layer_fd = -EBADF;
         sb->memory_bytes = p->limits.memory_bytes;
         sb->alive = true;
@@ -1985,6 +2045,8 @@ struct sandbox *sandbox_free(struct sandbox *sb)
         if (sb->vm_sig_fd >= 0)
                 (void) close(sb->vm_sig_fd);
         sb->vm_files = vm_files_free(sb->vm_files);
+        if (sb->vm_qmp_fd >= 0)
+                (void) close(sb->vm_qmp_fd);
         if (sb->layer_fd >= 0)
                 (void) close(sb->layer_fd); /* after the jail: nothing has the layer mounted */
         if (sb->workdir)
@@ -2451,4 +2513,65 @@ int sandbox_restore_wait(struct sandbox *sb, json_t **ret_report, struct airlock
                                                       : json_null());
         json_decref(frame);
         return *ret_report ? 0 : -ENOMEM;
+}
+
+int sandbox_vm_ready(struct sandbox *sb, bool reseed_python, struct airlock_error *err)
+{
+        json_t *report = NULL, *req;
+        int r;
+
+        if (!sandbox_is_vm(sb) || !sb->alive)
+                return airlock_error_set(err, -ESRCH, "the restored VM is not running");
+        r = vm_continue(sb->vm_qmp_fd, VM_SNAPSHOT_TIMEOUT_MS, err);
+        if (r >= 0)
+                r = vm_reseed(sb->vm_sig_fd, SNAPSHOT_TIMEOUT_MS, err);
+        if (r < 0) {
+                kill_internal(sb);
+                return r;
+        }
+        if (!reseed_python)
+                return 0;
+        /* The runner's restore of an empty state with reseed, as a fork's child gets: no fd
+         * (none crosses into a guest), nothing to load, fresh seeds for random and numpy and
+         * the generators bound to the session's names, from the kernel just reseeded. */
+        req = json_pack("{s:s, s:i, s:i, s:{}, s:[], s:n, s:b}", "op", "restore", "offset", 0,
+                        "size", 0, "modules", "lost_names", "count", "reseed", 1);
+        r = req ? send_request(sb, req, NULL, 0) : -ENOMEM; /* takes req */
+        if (r < 0) {
+                kill_internal(sb);
+                return airlock_error_set(err, r, "cannot talk to the restored runner: %s",
+                                         strerror(-r));
+        }
+        r = sandbox_restore_wait(sb, &report, err);
+        if (r < 0)
+                return r;
+        if (json_is_string(json_object_get(report, "error"))) {
+                r = airlock_error_set(err, -EIO, "the restored runner could not reseed: %s",
+                                      json_string_value(json_object_get(report, "error")));
+                json_decref(report);
+                kill_internal(sb);
+                return r;
+        }
+        json_decref(report);
+        return 0;
+}
+
+int sandbox_vm_save(struct sandbox *sb, int out_fd, bool keep_running, uint64_t *ret_bytes,
+                    struct airlock_error *err)
+{
+        struct stat st;
+        int r;
+
+        if (!sandbox_is_vm(sb) || sb->vm_qmp_fd < 0)
+                return airlock_error_set(err, -EOPNOTSUPP, "not a microVM session");
+        if (!sb->alive)
+                return airlock_error_set(err, -ESRCH, "the session's VM is no longer running");
+        r = vm_save(sb->vm_qmp_fd, out_fd, keep_running, err);
+        if (r < 0)
+                return r;
+        if (fstat(out_fd, &st) < 0)
+                return airlock_error_set(err, -errno, "cannot stat the saved VM: %m");
+        if (ret_bytes)
+                *ret_bytes = (uint64_t) st.st_size;
+        return 0;
 }

@@ -31,6 +31,12 @@ struct sandbox_options {
         /* A microVM profile's guest image directory (src/vm/vm.h): the runner runs in a guest
          * of its own instead of a jail. NULL = the jail. Borrowed. */
         const char *vm_image_dir;
+        /* With vm_image_dir: restore the VM saved in vm_incoming_fd (borrowed) instead of
+         * booting one (src/vm/snapshot.h). sandbox_start() then returns as soon as QEMU runs,
+         * without talking to the runner (it was set up before the save): the caller finishes
+         * with sandbox_vm_ready(). */
+        bool vm_restore;
+        int vm_incoming_fd;
 };
 
 /* The session's own site directory for pip (PYTHONUSERBASE), relative to /work: saved and
@@ -106,6 +112,28 @@ struct exec_request {
  * with sandbox_free(). */
 int sandbox_start(const struct jail_features *features, const struct sandbox_options *opts,
                   struct sandbox **ret_sb, struct airlock_error *err);
+
+/* Whether the sandbox is a microVM (src/vm/vm.h). */
+bool sandbox_is_vm(const struct sandbox *sb);
+
+/* The key of a VM saved from a sandbox started with opts (vm_snapshot_key, plus what its runner
+ * was told at "init"): a saved VM may be restored for opts only while the key is the same.
+ * Caller frees. Returns 0 or -errno. */
+int sandbox_vm_key(const struct sandbox_options *opts, char **ret_key);
+
+/* Finishes a sandbox restored from a saved VM (opts->vm_restore): waits for the guest to run,
+ * reseeds its kernel's random generator and sets its clock (vm_reseed) and, with
+ * reseed_python (a copy that must not share its template's or its siblings' sequences), has the
+ * runner reseed Python's generators: random's and numpy's global ones and those bound to names
+ * of the session (the runner's fork reseed). Returns 0 or -errno with err set; the sandbox is
+ * then killed. */
+int sandbox_vm_ready(struct sandbox *sb, bool reseed_python, struct airlock_error *err);
+
+/* Saves the whole VM of an idle microVM sandbox into out_fd (borrowed, a new regular file),
+ * resuming it afterwards when keep_running. *ret_bytes gets the file's size. Returns 0 or -errno
+ * with err set (-EOPNOTSUPP: not a VM). */
+int sandbox_vm_save(struct sandbox *sb, int out_fd, bool keep_running, uint64_t *ret_bytes,
+                    struct airlock_error *err);
 
 /* Executes one cell. On success *ret_result is a new execution object (caller decrefs) whose
  * status is one of ok, error, timeout, oom, killed, output_limit; the sandbox may be dead

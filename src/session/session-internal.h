@@ -33,6 +33,7 @@ struct sandbox {
         int status_fd;    /* forked sessions: where their init reports how the Python ended */
         int vm_sig_fd;    /* microVM sessions: the guest's signal port (vm_interrupt); or -EBADF */
         struct vm_files *vm_files; /* microVM sessions: the file channel (vm/files.h); or NULL */
+        int vm_qmp_fd;             /* microVM sessions: QEMU's QMP monitor (vm_save); or -EBADF */
         bool alive;
         atomic_bool interrupted;     /* a SIGINT was sent during the current cell */
         atomic_bool weight_restored; /* the daemon wrote its CPU weight (fair.h) */

@@ -87,6 +87,9 @@ struct pool_member {
 struct profile_slot {
         struct profile *profile;
         pthread_mutex_t zlock; /* starting or replacing the zygote; taken before mgr->lock */
+        /* microVM profiles: saving the profile's VM (vmsnap.c); taken before mgr->lock, never
+         * with zlock */
+        pthread_mutex_t vmlock;
         struct zygote *zygote; /* namespaces mode: where this profile's sessions come from */
         /* The generation of zygote (0 before the first one, and for cold profiles): pool members
          * of another generation are stale. Written under zlock, read anywhere. */
@@ -209,6 +212,16 @@ void *session_rotator_main(void *arg);
  * layer. Takes zlock; call without the manager's lock. */
 int session_slot_follow_layer(struct session_manager *mgr, struct profile_slot *slot,
                               struct airlock_error *err);
+
+/* vmsnap.c: microVM profiles. A new sandbox restored from the profile's saved VM (saved
+ * first when missing or stale; a boot of its own without a state directory), reseeded, its
+ * cgroup "airlock-<id>". Returns 0 or -errno with err set. */
+int session_vm_start(struct session_manager *mgr, struct profile_slot *slot, const char *id,
+                     struct sandbox **ret_sb, struct airlock_error *err);
+/* A copy of the VM saved in state_fd (borrowed) for the profile, QEMU started: the caller
+ * finishes it with sandbox_vm_ready(). Returns 0 or -errno with err set. */
+int session_vm_spawn(struct session_manager *mgr, struct profile_slot *slot, const char *id,
+                     int state_fd, struct sandbox **ret_sb, struct airlock_error *err);
 
 /* session.c */
 void session_make_id(char id[SESSION_ID_MAX + 1]);

@@ -1126,6 +1126,7 @@ void session_manager_free(struct session_manager *mgr)
                 free(slot->layer_dir);
                 (void) safe_close_fd(slot->layer_fd);
                 pthread_mutex_destroy(&slot->zlock);
+                pthread_mutex_destroy(&slot->vmlock);
                 /* Sessions still referenced elsewhere keep a pointer to the profile; the
                  * manager is freed last, after every request has finished. */
                 profile_free(slot->profile);

@@ -99,6 +99,7 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
                                 strrchr(slot->layer_dir, '/') + 1);
         slot->profile = p;
         pthread_mutex_init(&slot->zlock, NULL);
+        pthread_mutex_init(&slot->vmlock, NULL);
         slots[mgr->n_profiles++] = slot;
         *ret_slot = slot;
         return 0;
@@ -347,28 +348,10 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
         int r;
 
         (void) snprintf(name, sizeof(name), "airlock-%s", id);
-        if (p->isolation == PROFILE_ISOLATION_MICROVM) {
-                /* A cold boot of the profile's guest per session (no pool, no snapshot yet:
-                 * docs/PROFILES.md, "The microvm tier"); no network device, so no egress. */
-                char dir[4096];
-                r = vm_image_dir(mgr->cfg.state_dir, p->name, dir, sizeof(dir));
-                if (r < 0)
-                        return airlock_error_set(err, -EOPNOTSUPP,
-                                                 "profile '%s' needs its microVM image, and the "
-                                                 "daemon has no state directory to find it in "
-                                                 "(set --state-dir or AIRLOCK_VM_IMAGES)",
-                                                 p->name);
-                r = sandbox_start(mgr->cfg.features,
-                                  &(struct sandbox_options){ .mode = mgr->cfg.mode,
-                                                             .profile = p,
-                                                             .name = name,
-                                                             .runner_path = mgr->runner_path,
-                                                             .preload = false,
-                                                             .vm_image_dir = dir },
-                                  ret_sb, err);
-                /* No image yet is the host's setup, not a missing session (404). */
-                return r == -ENOENT ? -EOPNOTSUPP : r;
-        }
+        if (p->isolation == PROFILE_ISOLATION_MICROVM)
+                /* A copy of the profile's saved VM (vmsnap.c); no network device, so no
+                 * egress. */
+                return session_vm_start(mgr, slot, id, ret_sb, err);
         if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
                 struct cgroup_limits limits = {
                         .memory_max = p->limits.memory_bytes,
@@ -448,8 +431,7 @@ int session_take_sandbox(struct session_manager *mgr, struct profile_slot *slot,
         pthread_mutex_lock(&mgr->lock);
         /* Every profile in use gets a warm pool, so its next create is a hand-over; profiles
          * nobody uses cost nothing. */
-        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed &&
-            slot->profile->isolation != PROFILE_ISOLATION_MICROVM)
+        if (slot->pool_target < mgr->cfg.pool_size && !slot->pool_failed)
                 slot->pool_target = mgr->cfg.pool_size;
         if (slot->pool_len > 0) {
                 /* A member of the current zygote if there is one, and a warm one before a cold

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #define STATE_FILE "python.state"
+#define VM_FILE "vm.state"
 #define WORK_DIR "work"
 
 /* Opens (creating with mode 0700 when create) <state_dir>/sessions/<id>. */
@@ -122,6 +123,56 @@ static int swap_in_files(int dir, const char *name, bool durable)
         return 0;
 }
 
+/* The whole VM of a microVM session, beside the old one, then renamed over it. The VM goes on
+ * running after the save (a checkpoint); a stop kills it afterwards. */
+static int save_vm(int dir, struct sandbox *sb, bool durable, uint64_t max_bytes, json_t **ret_meta,
+                   struct airlock_error *err)
+{
+        _cleanup_close_ int fd = -EBADF;
+        char tmp[64];
+        uint64_t bytes = 0;
+        json_t *meta;
+        int r;
+
+        temp_name(VM_FILE, tmp);
+        fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return airlock_error_set(err, -errno, "cannot save the session's VM: %m");
+        r = sandbox_vm_save(sb, fd, true, &bytes, err);
+        if (r >= 0 && bytes > max_bytes)
+                r = airlock_error_set(err, -EFBIG,
+                                      "the session's VM takes %llu bytes saved, more than the "
+                                      "daemon's limit for a stopped session (%llu)",
+                                      (unsigned long long) bytes, (unsigned long long) max_bytes);
+        if (r >= 0 && (fchmod(fd, 0400) < 0 || (durable && fsync(fd) < 0)))
+                r = airlock_error_set(err, -errno, "cannot save the session's VM: %m");
+        if (r >= 0 && renameat(dir, tmp, dir, VM_FILE) < 0)
+                r = airlock_error_set(err, -errno, "cannot put the saved VM in place: %m");
+        if (r >= 0 && durable && fsync(dir) < 0)
+                r = airlock_error_set(err, -errno, "cannot save the session's VM: %m");
+        if (r < 0) {
+                (void) unlinkat(dir, tmp, 0);
+                return r;
+        }
+        meta = json_pack("{s:b, s:I, s:i, s:[]}", "vm", 1, "state_bytes", (json_int_t) bytes,
+                         "files_bytes", 0, "lost_names");
+        if (!meta)
+                return -ENOMEM;
+        *ret_meta = meta;
+        return 0;
+}
+
+int snapshot_open_vm(const char *state_dir, const char *id)
+{
+        _cleanup_close_ int dir = open_session_dir(state_dir, id, false);
+        int fd;
+
+        if (dir < 0)
+                return dir;
+        fd = openat(dir, VM_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
 int snapshot_save(const char *state_dir, const char *id, struct sandbox *sb, bool durable,
                   uint64_t max_bytes, json_t **ret_meta, struct airlock_error *err)
 {
@@ -138,6 +189,8 @@ int snapshot_save(const char *state_dir, const char *id, struct sandbox *sb, boo
                                          "%s: %s",
                                          state_dir, strerror(-dir));
         remove_leftovers(dir);
+        if (sandbox_is_vm(sb))
+                return save_vm(dir, sb, durable, max_bytes, ret_meta, err);
         temp_name(STATE_FILE, state_tmp);
         state = openat(dir, state_tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (state < 0)
@@ -183,6 +236,9 @@ int snapshot_save_files(const char *state_dir, const char *id, struct sandbox *s
         char work_tmp[64];
         int r;
 
+        /* A microVM's files are in its memory: saved with the VM, by a stop or checkpoint. */
+        if (sandbox_is_vm(sb))
+                return 0;
         dir = open_session_dir(state_dir, id, true);
         if (dir < 0)
                 return airlock_error_set(err, dir, "cannot create the session's directory: %s",

@@ -17,6 +17,12 @@
 
 struct sandbox;
 
+/* A microVM session (sandbox_is_vm) is saved whole instead (src/vm/snapshot.h), in
+ *   vm.state       QEMU's migration stream of its VM: its memory and devices, so every object,
+ *                  thread and socket of the guest; 0400, never read by the daemon
+ * with the same temporary name, fsync and rename; its meta is {"vm": true, "state_bytes",
+ * "lost_names": []}, and snapshot_open_vm() reads it back for a restore. */
+
 /* Saves sb's variables and files. durable: fsync everything (a stop); else the page cache is
  * enough (the daemon may crash, the machine is not expected to). At most max_bytes on disk.
  * On success *ret_meta is a new object: the runner's validated report plus "state_bytes",
@@ -51,6 +57,9 @@ int snapshot_open_state(const char *state_dir, const char *id);
  * -errno (with err set for the seal). */
 int snapshot_shared_file(uint64_t room);
 int snapshot_shared_seal(int fd, uint64_t end, struct airlock_error *err);
+
+/* Opens a microVM session's saved VM for reading. Returns an fd or -errno. */
+int snapshot_open_vm(const char *state_dir, const char *id);
 
 /* Removes everything saved of a session. Returns 0 or -errno (-ENOENT when nothing was). */
 int snapshot_remove(const char *state_dir, const char *id);

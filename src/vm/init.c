@@ -16,7 +16,8 @@
  *   5b. forks the file server (files-server.c) on "airlock.files", as root with the runner's
  *      filesystem uid, out of the runner's reach;
  *   6. relays bytes between the control port and the socketpair (two children, one each way)
- *      and turns 'I' on the signal port into SIGINT;
+ *      and turns 'I' on the signal port into SIGINT, and 'R' there (a restored copy of a
+ *      saved VM, src/vm/snapshot.h) into fresh kernel randomness and the host's time;
  *   7. when the runner exits, kills what is left and reboots: QEMU runs with -no-reboot, so
  *      the VM ends, and the daemon sees its VMM exit.
  * Anything that fails before the runner runs is printed on the console and ends the VM the
@@ -30,12 +31,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/random.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
@@ -229,6 +233,49 @@ static pid_t spawn_relay(int from, int to)
         return pid;
 }
 
+/* A restored copy of a saved VM (src/vm/snapshot.h): its kernel's random generator is its
+ * template's until it is reseeded, and its clock stopped when the template was saved. The
+ * daemon's message on the signal port: 'R', SNAP_SEED_BYTES of fresh randomness, then the
+ * host's CLOCK_REALTIME as a little-endian 64-bit count of nanoseconds. Init mixes the bytes
+ * into the input pool, credits them (RNDADDENTROPY), forces a reseed of the generator every
+ * reader draws from (RNDRESEEDCRNG: without it the kernel would go on with the old key until
+ * its next periodic reseed), sets the clock and answers 'r' (or 'e' when one step failed),
+ * before the daemon lets the runner reseed Python's generators from it. */
+#define SNAP_SEED_BYTES 32
+#define SNAP_MSG_BYTES (1 + SNAP_SEED_BYTES + 8)
+
+static void reseed_and_set_clock(int sig, const unsigned char *msg)
+{
+        struct {
+                struct rand_pool_info info;
+                unsigned char buf[SNAP_SEED_BYTES];
+        } e;
+        uint64_t ns_le, ns;
+        struct timespec ts;
+        bool ok = true;
+
+        e.info.entropy_count = SNAP_SEED_BYTES * 8;
+        e.info.buf_size = SNAP_SEED_BYTES;
+        memcpy(e.buf, msg + 1, SNAP_SEED_BYTES);
+        memcpy(&ns_le, msg + 1 + SNAP_SEED_BYTES, 8);
+        ns = le64toh(ns_le);
+        {
+                int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
+                if (fd < 0 || ioctl(fd, RNDADDENTROPY, &e.info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+                        ok = false;
+                if (fd >= 0)
+                        (void) close(fd);
+        }
+        ts.tv_sec = (time_t) (ns / 1000000000u);
+        ts.tv_nsec = (long) (ns % 1000000000u);
+        if (ns && clock_settime(CLOCK_REALTIME, &ts) < 0)
+                ok = false;
+        if (!ok)
+                (void) fprintf(stderr, "airlock-vm-init: cannot reseed or set the clock: %s\n",
+                               strerror(errno));
+        (void) write(sig, ok ? "r" : "e", 1);
+}
+
 static void drop_and_exec(const struct bootcfg *cfg, int sock, int out, int err)
 {
         struct rlimit nofile = { cfg->nofile, cfg->nofile };
@@ -271,6 +318,8 @@ int main(void)
         uint32_t len_le, len;
         uint64_t deadline;
         int ctl, out, err, sig, files, sv[2], sfd;
+        unsigned char msg[SNAP_MSG_BYTES];
+        size_t msg_len = 0;
         pid_t runner;
         sigset_t mask;
 
@@ -292,7 +341,7 @@ int main(void)
         ctl = open_port("airlock.ctl", O_RDWR, deadline);
         out = open_port("airlock.out", O_WRONLY, deadline);
         err = open_port("airlock.err", O_WRONLY, deadline);
-        sig = open_port("airlock.sig", O_RDONLY | O_NONBLOCK, deadline);
+        sig = open_port("airlock.sig", O_RDWR | O_NONBLOCK, deadline);
         files = open_port(VMF_PORT_NAME, O_RDWR, deadline);
 
         read_full(ctl, &len_le, sizeof(len_le));
@@ -371,11 +420,21 @@ int main(void)
                 if (poll(pfd, 2, -1) < 0 && errno != EINTR)
                         die("poll: %s", strerror(errno));
                 if (pfd[1].revents & POLLIN) {
-                        char b[64];
+                        unsigned char b[64];
                         ssize_t n = read(sig, b, sizeof(b));
-                        for (ssize_t i = 0; i < n; i++)
-                                if (b[i] == 'I')
+                        for (ssize_t i = 0; i < n; i++) {
+                                if (msg_len > 0) {
+                                        msg[msg_len++] = b[i];
+                                        if (msg_len == SNAP_MSG_BYTES) {
+                                                reseed_and_set_clock(sig, msg);
+                                                msg_len = 0;
+                                        }
+                                } else if (b[i] == 'I') {
                                         (void) kill(runner, SIGINT);
+                                } else if (b[i] == 'R') {
+                                        msg[msg_len++] = b[i];
+                                }
+                        }
                 }
                 if (pfd[0].revents & POLLIN) {
                         struct signalfd_siginfo si;

@@ -6,6 +6,7 @@
 #include "bootcfg.h"
 #include "files-proto.h"
 #include "jail/cgroup.h"
+#include "vm-internal.h"
 #include "vmm.h"
 
 #include <endian.h>
@@ -23,12 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The channels, in the order of their fds in QEMU (3, 4, ...) and of their ports' names. */
+/* The channels, in the order of their fds in QEMU (3, 4, ...) and of their ports' names; then
+ * the image's files (IMG_FD), QEMU's QMP monitor and, for a restore, the saved state. */
 enum { CH_CTL, CH_OUT, CH_ERR, CH_SIG, CH_FILES, CH_COUNT };
 static const char *const channel_names[CH_COUNT] = { "airlock.ctl", "airlock.out", "airlock.err",
                                                      "airlock.sig", VMF_PORT_NAME };
 
-static const char *qemu_binary(void)
+const char *vm_qemu_binary(void)
 {
         const char *q = getenv("AIRLOCK_QEMU");
 
@@ -72,11 +74,11 @@ int vm_probe(struct airlock_error *err)
 
         if (!dev || !*dev)
                 dev = VM_KVM_DEVICE;
-        if (!is_runnable(qemu_binary()))
+        if (!is_runnable(vm_qemu_binary()))
                 return airlock_error_set(err, -ENOENT,
                                          "QEMU (%s) is not installed: install Debian's "
                                          "qemu-system-x86, or set AIRLOCK_QEMU",
-                                         qemu_binary());
+                                         vm_qemu_binary());
         if (use_tcg())
                 return 0;
         kvm = open(dev, O_RDWR | O_CLOEXEC);
@@ -143,8 +145,10 @@ static unsigned long tsc_khz(void)
         return (unsigned long) (mhz * 1000);
 }
 
-/* Where QEMU finds the image's files: after the channels. */
+/* Where QEMU finds the image's files: after the channels; then the monitor and the state. */
 #define IMG_FD(i) (3 + CH_COUNT + (i))
+#define QMP_FD IMG_FD(VMM_IMAGE_FILES)
+#define INCOMING_FD (QMP_FD + 1)
 
 /* argv for QEMU. Strings live in store (each at most 512 bytes). */
 #define ARGV_MAX 96
@@ -188,7 +192,7 @@ static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
 
         if (khz)
                 (void) snprintf(tsc, sizeof(tsc), " tsc_early_khz=%lu tsc=reliable", khz);
-        arg(a, qemu_binary());
+        arg(a, vm_qemu_binary());
         /* KVM: no legacy timers or interrupt controller (kvmclock and the LAPIC do); TCG
          * needs the PIT to boot. */
         arg(a, "-M");
@@ -235,8 +239,42 @@ static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
                 arg(a, "-device");
                 r |= argf(a, "virtserialport,chardev=ch%d,name=%s", i, channel_names[i]);
         }
+        /* QMP, for saving the VM (snapshot.h): only the daemon holds the other end. */
+        arg(a, "-chardev");
+        r |= argf(a, "socket,id=qmp,fd=%d", QMP_FD);
+        arg(a, "-mon");
+        arg(a, "chardev=qmp,mode=control");
+        if (cfg->restore) {
+                arg(a, "-incoming");
+                r |= argf(a, "fd:%d", INCOMING_FD);
+        }
         a->argv[a->n] = NULL;
         return r ? -ENAMETOOLONG : 0;
+}
+
+/* The boot configuration's strings into buf (BOOTCFG_MAX bytes); *ret_len their length. */
+static int build_bootcfg(const struct vm_config *cfg, char *buf, size_t *ret_len)
+{
+        size_t pos = 0;
+        char num[32];
+        int r = 0;
+
+        /* The sandbox user of src/jail/mount.c's /etc/passwd, in the guest's image too. */
+        r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "uid", "1000");
+        (void) snprintf(num, sizeof(num), "%u", cfg->nofile);
+        r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "nofile", num);
+        (void) snprintf(num, sizeof(num), "%u", cfg->nproc);
+        r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "nproc", num);
+        (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->work_bytes);
+        r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "work", num);
+        (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->tmp_bytes);
+        r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "tmp", num);
+        for (char *const *e = cfg->envp; e && *e; e++)
+                r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "env", *e);
+        if (r)
+                return -E2BIG;
+        *ret_len = pos;
+        return 0;
 }
 
 static int send_bootcfg(int fd, const struct vm_config *cfg)
@@ -244,25 +282,13 @@ static int send_bootcfg(int fd, const struct vm_config *cfg)
         _cleanup_free_ char *buf = malloc(4 + BOOTCFG_MAX);
         size_t pos = 0;
         uint32_t len_le;
-        char num[32];
-        int r = 0;
+        int r;
 
         if (!buf)
                 return -ENOMEM;
-        /* The sandbox user of src/jail/mount.c's /etc/passwd, in the guest's image too. */
-        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "uid", "1000");
-        (void) snprintf(num, sizeof(num), "%u", cfg->nofile);
-        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "nofile", num);
-        (void) snprintf(num, sizeof(num), "%u", cfg->nproc);
-        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "nproc", num);
-        (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->work_bytes);
-        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "work", num);
-        (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->tmp_bytes);
-        r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "tmp", num);
-        for (char *const *e = cfg->envp; e && *e; e++)
-                r |= bootcfg_add(buf + 4, BOOTCFG_MAX, &pos, "env", *e);
-        if (r)
-                return -E2BIG;
+        r = build_bootcfg(cfg, buf + 4, &pos);
+        if (r < 0)
+                return r;
         len_le = htole32((uint32_t) pos);
         memcpy(buf, &len_le, 4);
         for (size_t off = 0; off < pos + 4;) {
@@ -277,10 +303,12 @@ static int send_bootcfg(int fd, const struct vm_config *cfg)
 }
 
 int vm_start(const struct jail_features *features, const struct vm_config *cfg,
-             struct jail **ret_jail, int *ret_sig_fd, int *ret_files_fd, struct airlock_error *err)
+             struct jail **ret_jail, int *ret_sig_fd, int *ret_files_fd, int *ret_qmp_fd,
+             struct airlock_error *err)
 {
         int ours[CH_COUNT], theirs[CH_COUNT], go[2] = { -EBADF, -EBADF };
         int img[VMM_IMAGE_FILES] = { -EBADF, -EBADF, -EBADF };
+        int qmp[2] = { -EBADF, -EBADF };
         gid_t kvm_gid = (gid_t) -1;
         bool private_root;
         struct cgroup *cg = NULL;
@@ -317,8 +345,9 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         /* QEMU from /usr (Debian's) sees only /usr, /proc and a few devices; one from
          * elsewhere (AIRLOCK_QEMU), or one writing its console to a file of the host
          * (AIRLOCK_VM_CONSOLE, for debugging), sees the host's filesystem as its uid may. */
-        private_root = !getenv("AIRLOCK_VM_CONSOLE") &&
-                       (!strchr(qemu_binary(), '/') || strncmp(qemu_binary(), "/usr/", 5) == 0);
+        private_root =
+                !getenv("AIRLOCK_VM_CONSOLE") &&
+                (!strchr(vm_qemu_binary(), '/') || strncmp(vm_qemu_binary(), "/usr/", 5) == 0);
         for (int i = 0; i < CH_COUNT; i++) {
                 int sv[2];
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -327,6 +356,10 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                 }
                 ours[i] = sv[0];
                 theirs[i] = sv[1];
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) < 0) {
+                r = airlock_error_set(err, -errno, "socketpair: %s", strerror(errno));
+                goto fail;
         }
         null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null_fd < 0) {
@@ -369,14 +402,23 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                         if (hi[i] < 0)
                                 _exit(127);
                 }
-                for (int i = 0; i < CH_COUNT + VMM_IMAGE_FILES; i++)
-                        if (dup2(hi[i], 3 + i) < 0)
+                {
+                        int hq = fcntl(qmp[1], F_DUPFD_CLOEXEC, 64);
+                        int hin = cfg->restore ? fcntl(cfg->incoming_fd, F_DUPFD_CLOEXEC, 64) : -1;
+                        if (hq < 0 || (cfg->restore && hin < 0))
                                 _exit(127);
+                        for (int i = 0; i < CH_COUNT + VMM_IMAGE_FILES; i++)
+                                if (dup2(hi[i], 3 + i) < 0)
+                                        _exit(127);
+                        if (dup2(hq, QMP_FD) < 0 || (cfg->restore && dup2(hin, INCOMING_FD) < 0))
+                                _exit(127);
+                }
                 /* Nothing of the daemon's terminal: QEMU's stdin is /dev/null (its output
                  * goes to the daemon's log). */
                 if (dup2(null_fd, 0) < 0)
                         _exit(127);
-                (void) syscall(SYS_close_range, 3u + CH_COUNT + VMM_IMAGE_FILES, ~0u, 0u);
+                (void) syscall(SYS_close_range, cfg->restore ? INCOMING_FD + 1u : QMP_FD + 1u, ~0u,
+                               0u);
                 (void) setpgid(0, 0);
                 /* A root of its own (vmm.h), then never root: no capabilities, a uid of its
                  * own. */
@@ -402,6 +444,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         }
         for (int i = 0; i < CH_COUNT; i++)
                 theirs[i] = safe_close_fd(theirs[i]);
+        qmp[1] = safe_close_fd(qmp[1]);
         (void) close(go[0]);
         (void) close(go[1]);
         go[0] = go[1] = -EBADF;
@@ -409,7 +452,8 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         for (int i = 0; i < VMM_IMAGE_FILES; i++)
                 img[i] = safe_close_fd(img[i]);
 
-        r = send_bootcfg(ours[CH_CTL], cfg);
+        /* A restored guest has its configuration already, in its memory. */
+        r = cfg->restore ? 0 : send_bootcfg(ours[CH_CTL], cfg);
         if (r < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
@@ -429,8 +473,10 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
         j->has_pidns = false;
         *ret_sig_fd = ours[CH_SIG];
         *ret_files_fd = ours[CH_FILES];
+        *ret_qmp_fd = qmp[0];
         *ret_jail = j;
-        log_debug("msg=\"microVM started\" name=%s pid=%d accel=%s", cfg->name, (int) pid,
+        log_debug("msg=\"microVM %s\" name=%s pid=%d accel=%s",
+                  cfg->restore ? "restored" : "started", cfg->name, (int) pid,
                   use_tcg() ? "tcg" : "kvm");
         return 0;
 
@@ -445,6 +491,8 @@ fail:
         }
         (void) safe_close_fd(go[0]);
         (void) safe_close_fd(go[1]);
+        (void) safe_close_fd(qmp[0]);
+        (void) safe_close_fd(qmp[1]);
         if (cg) {
                 (void) cgroup_destroy(cg);
                 (void) cgroup_free(cg);
@@ -460,4 +508,41 @@ int vm_interrupt(int sig_fd)
                 n = send(sig_fd, "I", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         while (n < 0 && errno == EINTR);
         return n == 1 ? 0 : -errno;
+}
+
+int vm_machine_text(const struct vm_config *cfg, char **ret_text)
+{
+        _cleanup_free_ char *boot = malloc(BOOTCFG_MAX);
+        struct vm_config c = *cfg;
+        struct qemu_argv a = { 0 };
+        size_t len = 0, blen = 0;
+        char *text, *p;
+        int r;
+
+        if (!boot)
+                return -ENOMEM;
+        c.restore = false; /* the key is the same for the saved VM and its copies */
+        r = build_argv(&c, &a);
+        if (r >= 0)
+                r = build_bootcfg(&c, boot, &blen);
+        if (r < 0)
+                return r;
+        /* Not the kernel's command line: a restored guest booted long ago, and under TCG it
+         * has the host's TSC frequency of the moment, which may drift. */
+        for (size_t i = 0; i < a.n; i++)
+                if (i == 0 || strcmp(a.argv[i - 1], "-append") != 0)
+                        len += strlen(a.argv[i]) + 1;
+        text = malloc(len + blen + 1);
+        if (!text)
+                return -ENOMEM;
+        p = text;
+        for (size_t i = 0; i < a.n; i++)
+                if (i == 0 || strcmp(a.argv[i - 1], "-append") != 0)
+                        p = stpcpy(p, a.argv[i]), *p++ = ' ';
+        /* The configuration's strings, their NULs made newlines. */
+        for (size_t i = 0; i < blen; i++)
+                *p++ = boot[i] ? boot[i] : '\n';
+        *p = '\0';
+        *ret_text = text;
+        return 0;
 }

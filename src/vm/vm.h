@@ -40,6 +40,11 @@ struct vm_config {
         uint32_t nofile, nproc;
         uint64_t work_bytes, tmp_bytes;
         char *const *envp; /* the runner's environment (NULL-terminated) */
+        /* Restore instead of boot (src/vm/snapshot.h): the same machine, reading the state
+         * saved by vm_save() from incoming_fd (borrowed; QEMU gets a copy), and no boot
+         * configuration (the guest has its own). The caller then calls vm_reseed(). */
+        bool restore;
+        int incoming_fd;
 };
 
 /* Whether this host can run microVM sessions: KVM at $AIRLOCK_KVM_DEVICE or /dev/kvm answers
@@ -55,14 +60,16 @@ int vm_probe(struct airlock_error *err);
  * known, -ENAMETOOLONG. */
 int vm_image_dir(const char *state_dir, const char *profile, char *buf, size_t size);
 
-/* Starts the guest and hands it its boot configuration. On success *ret_jail is a jail whose
- * pid and pidfd are QEMU's and whose fds are the runner's channels (the runner has not
- * answered anything yet: the caller sends "init" as to any runner), *ret_sig_fd is the
- * signal port (vm_interrupt) and *ret_files_fd the file channel (vm/files.h). Returns 0 or -errno
- * with err set (no image: built by `airlock profile build`; QEMU missing; a cgroup that cannot be
- * made). */
+/* Starts the guest and hands it its boot configuration (or restores it, cfg->restore). On
+ * success *ret_jail is a jail whose pid and pidfd are QEMU's and whose fds are the runner's
+ * channels (the runner has not answered anything yet: the caller sends "init" as to any
+ * runner), *ret_sig_fd is the signal port (vm_interrupt), *ret_files_fd the file channel
+ * (vm/files.h) and *ret_qmp_fd QEMU's QMP monitor (snapshot.h), all the caller's to close.
+ * Returns 0 or -errno with err set (no image: built by `airlock profile build`; QEMU missing; a
+ * cgroup that cannot be made). */
 int vm_start(const struct jail_features *features, const struct vm_config *cfg,
-             struct jail **ret_jail, int *ret_sig_fd, int *ret_files_fd, struct airlock_error *err);
+             struct jail **ret_jail, int *ret_sig_fd, int *ret_files_fd, int *ret_qmp_fd,
+             struct airlock_error *err);
 
 /* Asks the guest's init to send SIGINT to the runner. Returns 0 or -errno. */
 int vm_interrupt(int sig_fd);

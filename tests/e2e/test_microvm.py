@@ -1,5 +1,7 @@
 """The microVM tier (issue 27, src/vm/vm.h): a profile with "isolation": "microvm" runs each
-session's runner in a guest of its own under QEMU's microvm machine, over the same wire.
+session's runner in a guest of its own under QEMU's microvm machine, over the same wire. Its
+sessions are restored copies of the profile's saved VM (src/vm/snapshot.h), reseeded; stop,
+resume and fork save and restore the whole VM.
 
 Needs QEMU (qemu-system-x86), erofs-utils, cpio and the guest kernel unpacked by
 scripts/vm-kernel.sh; without them the tests skip, saying which is missing. With /dev/kvm the
@@ -28,9 +30,10 @@ KERNEL_DIR = pathlib.Path(os.environ.get("AIRLOCK_VM_KERNEL_DIR", "/var/cache/ai
 IMAGES = pathlib.Path(os.environ.get("AIRLOCK_TEST_VM_IMAGES", BUILD / "vm-images"))
 RUNNER = pathlib.Path(os.environ.get("AIRLOCK_RUNNER", BUILD / "src/runner/airlock-runner"))
 INIT = BUILD / "src/vm/airlock-vm-init"
-# A cold boot and the runner's start: seconds under KVM, up to a minute under TCG on a busy
-# two-core machine.
-CREATE_TIMEOUT = 240
+SNAPSHOTS = IMAGES / "snapshots"
+# A cold boot, the preload's imports and the save of the profile's VM: seconds under KVM, up to
+# ten minutes under TCG on a busy two-core machine.
+CREATE_TIMEOUT = 900
 
 
 def kvm_usable():
@@ -59,6 +62,9 @@ def base_env():
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AIRLOCK_") or k == "AIRLOCK_LOG"}
     env["AIRLOCK_VM_IMAGES"] = str(IMAGES)
+    # The profile's saved VM, shared by the test daemons (saving it boots the guest and
+    # imports the preload: minutes under TCG). It is saved again when the image changes.
+    env["AIRLOCK_VM_SNAPSHOTS"] = str(SNAPSHOTS)
     return env
 
 
@@ -108,6 +114,23 @@ def qemu_children(d):
         if comm.startswith("qemu-system"):
             out.append(pid)
     return out
+
+
+def session_qemu(d, sid):
+    """The QEMU of session sid (in the cgroup named after it), or None."""
+    for pid in qemu_children(d):
+        try:
+            if f"airlock-{sid}" in pathlib.Path(f"/proc/{pid}/cgroup").read_text():
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def create(d):
+    r = d.post("/v1/sessions", json={"profile": "microvm"}, timeout=CREATE_TIMEOUT)
+    assert r.status_code == 201, d.why(r)
+    return r.json()["id"]
 
 
 def execute(d, sid, code, **kw):
@@ -265,12 +288,13 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
     try:
         first = execute(d, sid, "x = 41\nx + 1")
         cold_ms = (time.monotonic() - t0) * 1000
-        print(f"microVM create to first result, cold: {cold_ms:.0f} ms "
-              f"({'kvm' if kvm_usable() else 'tcg'})")
+        print(f"microVM first create to first result (the profile's VM saved first unless "
+              f"{SNAPSHOTS} had it): {cold_ms:.0f} ms ({'kvm' if kvm_usable() else 'tcg'})")
         assert first["status"] == "ok", first
         assert first["result"] == "42"
-        assert len(qemu_children(d)) == 1, "one QEMU per microVM session"
-        check_vmm_unprivileged(qemu_children(d)[0], image)
+        own = session_qemu(d, sid)
+        assert own, "the session has a QEMU of its own, in its own cgroup"
+        check_vmm_unprivileged(own, image)
 
         # The guest's own kernel, not the host's.
         r = execute(d, sid, "import os\nprint(os.uname().release, os.getuid())")
@@ -314,9 +338,138 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         r = d.delete(f"/v1/sessions/{sid}")
     assert r.status_code in (200, 204), d.why(r)
     deadline = time.monotonic() + 10
-    while qemu_children(d) and time.monotonic() < deadline:
+    while own in qemu_children(d) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not qemu_children(d), "deleting the session ends its VM"
+    assert own not in qemu_children(d), "deleting the session ends its VM"
+
+
+DRAWS = ("import os, random, numpy\n"
+         "print(os.urandom(16).hex(), random.random(), numpy.random.random(), "
+         "random.getrandbits(64))")
+
+
+def test_sessions_are_copies_of_the_saved_vm_with_preload_and_their_own_randomness(vm_daemon):
+    d = vm_daemon
+    a = create(d)
+    b = create(d)
+    try:
+        # The profile's VM was saved once, with its preload imported, and sessions are its
+        # restored copies: the modules are there before any cell imports them.
+        log = d.log_text()
+        assert log.count('msg="microVM saved: sessions start from it"') <= 1, log[-3000:]
+        saved = SNAPSHOTS / "microvm.state"
+        assert saved.exists() and saved.stat().st_mode & 0o777 == 0o400
+        assert saved.stat().st_uid == os.getuid()
+        for sid in (a, b):
+            r = execute(d, sid, "import sys\nprint(sorted(m for m in ('numpy', 'pandas', "
+                        "'matplotlib.pyplot') if m in sys.modules))")
+            assert r["stdout"] == "['matplotlib.pyplot', 'numpy', 'pandas']\n", r
+        # Each copy has its own kernel and Python randomness, though both come from one
+        # memory image, and the host's clock rather than the moment it was saved.
+        da, db = execute(d, a, DRAWS), execute(d, b, DRAWS)
+        assert da["status"] == "ok" and db["status"] == "ok", (da, db)
+        va, vb = da["stdout"].split(), db["stdout"].split()
+        assert len(va) == 4 and len(vb) == 4, (va, vb)
+        for x, y, what in zip(va, vb, ("os.urandom", "random.random", "numpy.random",
+                                       "random.getrandbits")):
+            assert x != y, f"two restored sessions drew the same {what}: {x}"
+        r = execute(d, a, "import time\ntime.time()")
+        assert abs(float(r["result"]) - time.time()) < 30, r
+        assert session_qemu(d, a) and session_qemu(d, b) and \
+            session_qemu(d, a) != session_qemu(d, b)
+    finally:
+        d.delete(f"/v1/sessions/{a}")
+        d.delete(f"/v1/sessions/{b}")
+
+
+LIVE_STATE = """
+import socket, threading, time
+def gen():
+    n = 0
+    while True:
+        yield n
+        n += 1
+g = gen()
+first = next(g)
+ticks = [0]
+stop = threading.Event()
+def tick():
+    while not stop.is_set():
+        ticks[0] += 1
+        time.sleep(0.01)
+t = threading.Thread(target=tick, daemon=True)
+t.start()
+left, right = socket.socketpair()
+left.sendall(b"sent before the stop")
+first
+"""
+
+CHECK_LIVE = """
+before = ticks[0]
+time.sleep(0.5)
+print(next(g), t.is_alive(), ticks[0] > before, right.recv(100).decode())
+right.sendall(b"pong")
+print(left.recv(4).decode())
+"""
+
+
+def test_stop_and_resume_keep_a_generator_a_thread_and_a_socket(vm_daemon):
+    d = vm_daemon
+    sid = create(d)
+    try:
+        r = execute(d, sid, LIVE_STATE)
+        assert r["status"] == "ok" and r["result"] == "0", r
+        own = session_qemu(d, sid)
+        r = d.post(f"/v1/sessions/{sid}/stop", timeout=300)
+        assert r.status_code == 200, d.why(r)
+        assert r.json()["state"] == "stopped", r.json()
+        assert own not in qemu_children(d), "a stopped session has no VM running"
+        saved = d.state_dir / "sessions" / sid / "vm.state"
+        assert saved.exists() and saved.stat().st_mode & 0o777 == 0o400
+        r = d.post(f"/v1/sessions/{sid}/resume", timeout=300)
+        assert r.status_code == 200, d.why(r)
+        assert r.json()["resumed"] is True and r.json()["lost_names"] == [], r.json()
+        assert "resume_error" not in r.json()
+        r = execute(d, sid, CHECK_LIVE)
+        assert r["status"] == "ok", r
+        assert r["stdout"] == "1 True True sent before the stop\npong\n", r
+        # A resumed VM keeps its generators (it is the same session going on), and its clock
+        # is the host's again.
+        r = execute(d, sid, "import time\ntime.time()")
+        assert abs(float(r["result"]) - time.time()) < 30, r
+    finally:
+        d.delete(f"/v1/sessions/{sid}")
+
+
+def test_fork_makes_independent_copies_with_their_own_randomness(vm_daemon):
+    d = vm_daemon
+    parent = create(d)
+    children = []
+    try:
+        r = execute(d, parent, "import random\nrng = random.Random(7)\nx = [1, 2]\n" + LIVE_STATE)
+        assert r["status"] == "ok", r
+        r = d.post(f"/v1/sessions/{parent}/fork", json={"n": 2}, timeout=600)
+        assert r.status_code == 201, d.why(r)
+        children = [c["id"] for c in r.json()["sessions"]]
+        assert len(children) == 2
+        assert all(c["lost_names"] == [] for c in r.json()["sessions"]), r.json()
+        draws = []
+        for i, c in enumerate(children):
+            r = execute(d, c, f"x.append({i})\nprint(x, next(g), t.is_alive())")
+            assert r["stdout"] == f"[1, 2, {i}] 1 True\n", r
+            r = execute(d, c, DRAWS + "\nprint(rng.random())")
+            assert r["status"] == "ok", r
+            draws.append(r["stdout"].split())
+        for x, y in zip(*draws):
+            assert x != y, f"the children drew the same value {x}: {draws}"
+        # The parent goes on, unchanged by its children.
+        r = execute(d, parent, "print(x, next(g))")
+        assert r["stdout"] == "[1, 2] 1\n", r
+        pids = {session_qemu(d, s) for s in [parent, *children]}
+        assert None not in pids and len(pids) == 3, "each child is a VM of its own"
+    finally:
+        for s in [parent, *children]:
+            d.delete(f"/v1/sessions/{s}")
 
 
 def test_a_daemon_without_kvm_refuses_the_profile_and_serves_the_others(image):

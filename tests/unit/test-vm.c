@@ -1,6 +1,12 @@
 /* The microVM tier's boot configuration (src/vm/bootcfg.h): what the daemon sends the guest's
- * init, and what init refuses. */
+ * init, and what init refuses; and the key of a saved VM (src/vm/snapshot.h). */
 #include "vm/bootcfg.h"
+#include "vm/snapshot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -124,4 +130,83 @@ Test(bootcfg, refuses_too_many_env_and_too_large)
         cr_expect_eq(parse(buf, pos, &c, &why), -E2BIG);
         cr_expect_not_null(strstr(why, "too many"));
         cr_expect_eq(parse(buf, BOOTCFG_MAX + 1, &c, &why), -E2BIG);
+}
+
+/* An image directory with the three files a key describes. */
+static void make_image(char dir[64])
+{
+        static const char *const names[] = { "vmlinuz", "initrd.cpio", "root.erofs" };
+
+        strcpy(dir, "/tmp/test-vm-key-XXXXXX");
+        cr_assert_not_null(mkdtemp(dir));
+        for (int i = 0; i < 3; i++) {
+                char path[128];
+                FILE *f;
+                snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+                f = fopen(path, "we");
+                cr_assert_not_null(f);
+                fputs(names[i], f);
+                fclose(f);
+        }
+}
+
+static void remove_image(const char *dir)
+{
+        static const char *const names[] = { "vmlinuz", "initrd.cpio", "root.erofs" };
+        char path[128];
+
+        for (int i = 0; i < 3; i++) {
+                snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+                (void) unlink(path);
+        }
+        (void) rmdir(dir);
+}
+
+Test(snapshot_key, same_for_a_copy_and_changes_with_what_matters)
+{
+        char dir[64], path[128];
+        char *env_a[] = { "PATH=/usr/bin", NULL }, *env_b[] = { "PATH=/bin", NULL };
+        struct vm_config cfg = { .name = "airlock-x",
+                                 .memory_bytes = 256ull << 20,
+                                 .cpu_millicpus = 1000,
+                                 .nofile = 1024,
+                                 .nproc = 256,
+                                 .work_bytes = 1 << 20,
+                                 .tmp_bytes = 1 << 20,
+                                 .envp = env_a,
+                                 .incoming_fd = -1 };
+        char *k1 = NULL, *k2 = NULL, *k3 = NULL, *k4 = NULL, *k5 = NULL;
+        FILE *f;
+
+        make_image(dir);
+        cfg.image_dir = dir;
+        cr_assert_eq(vm_snapshot_key(&cfg, &k1), 0);
+        /* A restore of the same machine (another name, the incoming fd) has the same key. */
+        cfg.restore = true;
+        cfg.incoming_fd = 9;
+        cfg.name = "airlock-y";
+        cr_assert_eq(vm_snapshot_key(&cfg, &k2), 0);
+        cr_expect_str_eq(k1, k2);
+        /* Another guest memory size, another environment, another image: another key. */
+        cfg.memory_bytes = 512ull << 20;
+        cr_assert_eq(vm_snapshot_key(&cfg, &k3), 0);
+        cr_expect_str_neq(k1, k3);
+        cfg.memory_bytes = 256ull << 20;
+        cfg.envp = env_b;
+        cr_assert_eq(vm_snapshot_key(&cfg, &k4), 0);
+        cr_expect_str_neq(k1, k4);
+        cfg.envp = env_a;
+        snprintf(path, sizeof(path), "%s/root.erofs", dir);
+        f = fopen(path, "ae");
+        cr_assert_not_null(f);
+        fputs("a rebuilt image", f);
+        fclose(f);
+        cr_assert_eq(vm_snapshot_key(&cfg, &k5), 0);
+        cr_expect_str_neq(k1, k5);
+        /* No image: no key. */
+        remove_image(dir);
+        free(k5);
+        k5 = NULL;
+        cr_expect_eq(vm_snapshot_key(&cfg, &k5), -ENOENT);
+        free(k1), free(k2), free(k3), free(k4), free(k5);
 }
