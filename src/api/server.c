@@ -617,22 +617,29 @@ void api_resumed(struct api_server *srv)
         atomic_fetch_sub(&srv->suspended, 1);
 }
 
+/* The scopes a handler runs in: the session manager checks ownership and quotas against the
+ * tenant (tenant.h); the audit lines of the request carry its name and request id. Left with
+ * api_scope_leave(). */
+static void handler_scope_enter(struct api_request *req)
+{
+        tenant_scope_set(req->tenant);
+        req->audit_scope = (struct audit_scope){
+                .audit = req->srv->audit,
+                .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
+                .request_id = req->id,
+        };
+        audit_scope_enter(&req->audit_scope);
+}
+
 /* On the event thread: the route's inline part (router.h), in the scopes a handler runs in.
  * Returns 1 when it replied (or failed and an error went out), 0 when it declined. */
 static int run_inline(struct api_request *req)
 {
-        struct api_server *srv = req->srv;
         int r;
 
-        tenant_scope_set(req->tenant);
-        req->audit_scope =
-                (struct audit_scope){ .audit = srv->audit,
-                                      .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
-                                      .request_id = req->id };
-        audit_scope_enter(&req->audit_scope);
+        handler_scope_enter(req);
         r = req->route->try_inline(req);
-        audit_scope_leave();
-        tenant_scope_set(NULL);
+        api_scope_leave();
         if (r < 0 && !req->replied) {
                 log_error_errno(r, "req=%s inline handler failed", req->id);
                 (void) api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
@@ -652,17 +659,9 @@ static void run_handler(struct dispatch_job *job)
         struct MHD_Connection *conn = req->conn;
         int r;
 
-        /* The session manager checks ownership and quotas against the tenant (tenant.h); the
-         * audit lines of the request carry its name and request id. */
-        tenant_scope_set(req->tenant);
-        req->audit_scope =
-                (struct audit_scope){ .audit = srv->audit,
-                                      .tenant = req->tenant ? req->tenant->name : TENANT_DEFAULT,
-                                      .request_id = req->id };
-        audit_scope_enter(&req->audit_scope);
+        handler_scope_enter(req);
         r = req->forward ? api_forward_run(req) : req->route->handler(req);
-        audit_scope_leave();
-        tenant_scope_set(NULL);
+        api_scope_leave();
         if (r < 0 && !req->replied) {
                 log_error_errno(r, "req=%s handler failed", req->id);
                 (void) api_reply_error(req, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
