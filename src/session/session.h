@@ -89,7 +89,11 @@ struct session_manager_config {
 };
 
 #define SESSION_MEMORY_PRESSURE_OFF UINT64_MAX
-#define SESSION_DAEMON_CPU_WEIGHT_DEFAULT 1000
+/* The daemon's threads weigh as much as all its sessions together: more, and a flood of
+ * requests (which the daemon's threads serve at once) starves the sandboxes that answer them,
+ * zygotes starting included (tests/e2e/test_api_daemon.py, zygotes under a storm of
+ * connections: creates took over 20 s at 1000). */
+#define SESSION_DAEMON_CPU_WEIGHT_DEFAULT 100
 #define SESSION_RECENT_OFF UINT32_MAX /* for recent_executions */
 
 #define SESSION_ZYGOTE_NEVER UINT32_MAX /* for zygote_max_sessions and zygote_max_age_ms */
