@@ -2071,10 +2071,29 @@ void cgroup_daemon_done(struct cgroup_daemon *d)
 {
         if (!d)
                 return;
-        if (d->v1_leaf && d->v1_home) {
-                /* Back where it came from, so that its leaf (and the scope) can go. */
-                if (move_pid_to(d->v1_home, d->pid) >= 0)
-                        (void) rmdir(d->v1_leaf);
+        if (d->v1_leaf && d->v1_home && move_pid_to(d->v1_home, d->pid) >= 0) {
+                /* Back where it came from, so that its leaf (and the scope) can go. The
+                 * children it started since (a stdio MCP server, QEMU: only sandboxes get a
+                 * cgroup of their own) are in the leaf too, and some may still be exiting: they
+                 * follow it home, and the leaf goes once the kernel lets it (a second at most). */
+                for (int tries = 0; tries < 100; tries++) {
+                        _cleanup_close_ int fd =
+                                open(d->v1_leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        char procs[4096], *p, *end;
+
+                        if (fd >= 0 &&
+                            read_small_file_at(fd, "cgroup.procs", procs, sizeof(procs)) > 0)
+                                for (p = procs; *p; p = end) {
+                                        long pid = strtol(p, &end, 10);
+                                        if (end == p)
+                                                break;
+                                        if (pid > 0)
+                                                (void) move_pid_to(d->v1_home, (pid_t) pid);
+                                }
+                        if (rmdir(d->v1_leaf) == 0 || errno != EBUSY)
+                                break;
+                        (void) usleep(10 * 1000);
+                }
         }
         free(d->v1_leaf);
         free(d->v1_home);
