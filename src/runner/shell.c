@@ -94,7 +94,11 @@ static int shell_start(void)
                 (void) setpgid(0, 0);
                 (void) signal(SIGINT, SIG_DFL);
                 (void) signal(SIGPIPE, SIG_DFL);
-                if (dup2(cmd[0], 0) < 0 || dup2(status[1], SHELL_STATUS_FD) < 0)
+                /* Above the target fd first: the status pipe's end may sit on fd 9 already,
+                 * where dup2() would leave it close-on-exec and bash would start without it
+                 * (the runner then waits for a status that never comes). */
+                int st = fcntl(status[1], F_DUPFD_CLOEXEC, SHELL_STATUS_FD + 1);
+                if (st < 0 || dup2(cmd[0], 0) < 0 || dup2(st, SHELL_STATUS_FD) < 0)
                         _exit(127);
                 /* Not the runner's control socket, nor anything else of the runner's. */
                 (void) syscall(SYS_close_range, 3, SHELL_STATUS_FD - 1, CLOSE_RANGE_CLOEXEC);

@@ -249,6 +249,23 @@ def test_bash_cwd_and_exports_persist(daemon, sessions):
     assert daemon.execute(sid, "open('/work/from-bash.txt').read()")["result"] == "'bash\\n'"
 
 
+@pytest.mark.parametrize("low", [5, 6, 7, 8])
+def test_bash_starts_whatever_fds_the_session_holds(daemon, sessions, low):
+    """The session's bash gets its status pipe on fd 9 (src/runner/shell.c). Whatever fds the
+    runner holds when the first bash cell starts (the cell's own files, the manifest's watch),
+    the pipe's end may already sit on 9: bash must still get it, not hang the cell."""
+    sid = sessions.new()
+    r = daemon.execute(sid, "import os\nheld = []\nwhile True:\n"
+                            "    fd = os.open('/dev/null', os.O_RDONLY)\n"
+                            f"    if fd >= {low}:\n        os.close(fd)\n        break\n"
+                            "    held.append(fd)\nlen(held)")
+    assert r["status"] == "ok", r
+    r = daemon.post(f"/v1/sessions/{sid}/execute",
+                    json={"code": "echo ok", "language": "bash", "timeout": 10})
+    assert r.status_code == 200, daemon.why(r)
+    assert r.json()["status"] == "ok" and r.json()["stdout"] == "ok\n", r.json()
+
+
 def test_matplotlib_figure_becomes_a_png(daemon, sessions):
     sid = sessions.new()
     r = daemon.execute(sid, "import matplotlib.pyplot as plt\n"
