@@ -34,6 +34,7 @@ run() {
 echo "$(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null) $(nproc) cores," \
      "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 run $b/bench-pagefault
+run $b/bench-run $a 50
 run $b/bench-execute $a 3000
 run $b/bench-throughput $a
 run $b/bench-create $a
