@@ -352,7 +352,7 @@ int cmd_mcp(int argc, char **argv)
         if (r < 0)
                 goto out;
         r = mcp_conn_new(&(struct mcp_conn_options){ .backend = backend,
-                                                     .profile = a.url ? NULL : a.profile,
+                                                     .profile = a.profile,
                                                      .name = "stdio",
                                                      .hub = hub,
                                                      .tools_list_changes = true },
