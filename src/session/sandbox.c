@@ -993,6 +993,9 @@ static void classify_death(struct sandbox *sb, enum drive_outcome o, const struc
                            const struct cgroup_usage *u1, const char **ret_status,
                            int *ret_exit_code, json_t **ret_error)
 {
+        /* A microVM's "process" is its QEMU: the runner's own status is its init's report. */
+        int status = sb->vm_sig_fd >= 0 && sb->vm_exit_known ? sb->vm_exit.wait_status
+                                                             : sb->jail->wait_status;
         char msg[256];
 
         if (u1->oom_kills > u0->oom_kills) {
@@ -1006,14 +1009,30 @@ static void classify_death(struct sandbox *sb, enum drive_outcome o, const struc
                 *ret_status = "killed";
                 *ret_exit_code = 137;
                 *ret_error = error_object("Killed", "the session was destroyed while the cell ran");
-        } else if (o == DRIVE_PROTOCOL || !sb->jail->exited) {
+        } else if (sb->vm_sig_fd >= 0 && sb->vm_exit_known && sb->vm_exit.oom) {
+                *ret_status = "oom";
+                *ret_exit_code = 137;
+                (void) snprintf(msg, sizeof(msg),
+                                "the microVM ran out of memory (%llu MiB) and its kernel killed "
+                                "the interpreter",
+                                (unsigned long long) (sb->memory_bytes / 1048576));
+                *ret_error = error_object("MemoryError", msg);
+        } else if (sb->vm_sig_fd >= 0 && !sb->vm_exit_known && o != DRIVE_PROTOCOL) {
+                *ret_status = "killed";
+                *ret_exit_code = 137;
+                *ret_error =
+                        error_object("Killed", "the microVM ended without its init's word on the "
+                                               "interpreter (its QEMU died or was killed, or the "
+                                               "guest's kernel panicked)");
+        } else if ((o == DRIVE_PROTOCOL || !sb->jail->exited) &&
+                   !(sb->vm_sig_fd >= 0 && sb->vm_exit_known)) {
                 *ret_status = "killed";
                 *ret_exit_code = 137;
                 *ret_error = error_object("RunnerError",
                                           "the runner's control channel was corrupted or closed "
                                           "(user code used fd 3?); the sandbox was killed");
-        } else if (WIFSIGNALED(sb->jail->wait_status)) {
-                int sig = WTERMSIG(sb->jail->wait_status);
+        } else if (WIFSIGNALED(status)) {
+                int sig = WTERMSIG(status);
                 *ret_status = "killed";
                 *ret_exit_code = 128 + sig;
                 (void) snprintf(msg, sizeof(msg),
@@ -1021,8 +1040,7 @@ static void classify_death(struct sandbox *sb, enum drive_outcome o, const struc
                                 strsignal(sig), signal_reason(sig));
                 *ret_error = error_object("Killed", msg);
         } else {
-                int code =
-                        WIFEXITED(sb->jail->wait_status) ? WEXITSTATUS(sb->jail->wait_status) : 1;
+                int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
                 *ret_status = code == 0 ? "ok" : "error";
                 *ret_exit_code = code;
                 (void) snprintf(msg, sizeof(msg), "the interpreter exited with status %d", code);
@@ -1643,6 +1661,10 @@ int sandbox_exec(struct sandbox *sb, const struct exec_request *req, json_t **re
                 /* A forked session's init says how the Python ended, on its own channel. */
                 if (o == DRIVE_EXITED && sb->status_fd >= 0)
                         read_exit_report(sb);
+                /* A microVM's init says how the runner ended on the signal port, just before
+                 * it ends the VM: QEMU's own exit status says nothing of it. */
+                if (o == DRIVE_EXITED && sb->vm_sig_fd >= 0)
+                        sb->vm_exit_known = vm_exit_report(sb->vm_sig_fd, 500, &sb->vm_exit) >= 0;
                 /* EOF on the socket comes a moment before the exit is reapable. */
                 if (o == DRIVE_EXITED && sb->jail->pidfd >= 0) {
                         struct pollfd pfd = { .fd = sb->jail->pidfd, .events = POLLIN };

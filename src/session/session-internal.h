@@ -6,6 +6,7 @@
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "profile/profile.h"
+#include "vm/vm.h"
 
 #include <jansson.h>
 
@@ -34,6 +35,10 @@ struct sandbox {
         int vm_sig_fd;    /* microVM sessions: the guest's signal port (vm_interrupt); or -EBADF */
         struct vm_files *vm_files; /* microVM sessions: the file channel (vm/files.h); or NULL */
         int vm_qmp_fd;             /* microVM sessions: QEMU's QMP monitor (vm_save); or -EBADF */
+        /* microVM sessions whose guest ended during a cell: how its init said the runner ended
+         * (vm.h, vm_exit_report()); vm_exit_known false when it said nothing. */
+        struct vm_exit vm_exit;
+        bool vm_exit_known;
         bool alive;
         atomic_bool interrupted;     /* a SIGINT was sent during the current cell */
         atomic_bool weight_restored; /* the daemon wrote its CPU weight (fair.h) */

@@ -39,3 +39,8 @@ int bootcfg_parse(const char *payload, size_t len, struct bootcfg *ret_cfg, cons
 
 /* Appends one "key=value" string to buf (size bytes, *pos used so far). Returns 0 or -E2BIG. */
 int bootcfg_add(char *buf, size_t size, size_t *pos, const char *key, const char *value);
+
+/* The signal port's one message from init to the daemon: when the runner ends, before init ends
+ * the VM, 'X', the runner's wait status (32 bits, little-endian) and 1 when the guest's OOM
+ * killer killed a process since the runner started, else 0 (vm.h, vm_exit_report()). */
+#define VM_EXIT_REPORT_BYTES 6

@@ -18,8 +18,10 @@
  *   6. relays bytes between the control port and the socketpair (two children, one each way)
  *      and turns 'I' on the signal port into SIGINT, and 'R' there (a restored copy of a
  *      saved VM, src/vm/snapshot.h) into fresh kernel randomness and the host's time;
- *   7. when the runner exits, kills what is left and reboots: QEMU runs with -no-reboot, so
- *      the VM ends, and the daemon sees its VMM exit.
+ *   7. when the runner exits, tells the daemon how on the signal port (vm.h, VM_EXIT_REPORT:
+ *      its wait status, and whether the guest's OOM killer killed anything since it started),
+ *      kills what is left and reboots: QEMU runs with -no-reboot, so the VM ends, and the
+ *      daemon sees its VMM exit.
  * Anything that fails before the runner runs is printed on the console and ends the VM the
  * same way. Nothing here trusts the guest's user code: it runs as another uid and cannot
  * signal or trace init or the relays. */
@@ -309,6 +311,36 @@ static void drop_and_exec(const struct bootcfg *cfg, int sock, int out, int err)
         _exit(128);
 }
 
+/* The guest kernel's count of OOM kills (/proc/vmstat's oom_kill), or 0 when unreadable. */
+static unsigned long long oom_kills(void)
+{
+        char buf[8192], *p;
+        ssize_t n;
+        int fd = open("/proc/vmstat", O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                return 0;
+        n = read(fd, buf, sizeof(buf) - 1);
+        (void) close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        p = strstr(buf, "\noom_kill ");
+        return p ? strtoull(p + sizeof("\noom_kill ") - 1, NULL, 10) : 0;
+}
+
+/* How the runner ended, for the daemon (vm.h, VM_EXIT_REPORT): 'X', its wait status (32 bits,
+ * little-endian), 1 when the guest's OOM killer killed something since it started. */
+static void report_exit(int sig, int status, unsigned long long oom_before)
+{
+        unsigned char rep[VM_EXIT_REPORT_BYTES] = { 'X' };
+        uint32_t st = htole32((uint32_t) status);
+
+        memcpy(rep + 1, &st, 4);
+        rep[5] = oom_kills() > oom_before;
+        (void) write(sig, rep, sizeof(rep));
+}
+
 int main(void)
 {
         static char cfgbuf[BOOTCFG_MAX];
@@ -322,6 +354,7 @@ int main(void)
         size_t msg_len = 0;
         pid_t runner;
         sigset_t mask;
+        unsigned long long oom_before;
 
         (void) mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
         if (fcntl(2, F_GETFD) < 0) {
@@ -400,6 +433,7 @@ int main(void)
                 (void) close(files);
         }
 
+        oom_before = oom_kills();
         runner = fork();
         if (runner < 0)
                 die("cannot fork the runner: %s", strerror(errno));
@@ -452,6 +486,7 @@ int main(void)
                                                "airlock-vm-init: the runner was killed "
                                                "by signal %d\n",
                                                WTERMSIG(status));
+                        report_exit(sig, status, oom_before);
                         (void) kill(-1, SIGKILL);
                         sync();
                         (void) reboot(RB_AUTOBOOT);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kvm.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The channels, in the order of their fds in QEMU (3, 4, ...) and of their ports' names; then
@@ -508,6 +510,53 @@ int vm_interrupt(int sig_fd)
                 n = send(sig_fd, "I", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         while (n < 0 && errno == EINTR);
         return n == 1 ? 0 : -errno;
+}
+
+static uint64_t mono_ms(void)
+{
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+int vm_exit_report(int sig_fd, int timeout_ms, struct vm_exit *ret)
+{
+        unsigned char rep[VM_EXIT_REPORT_BYTES];
+        uint64_t deadline = mono_ms() + (uint64_t) timeout_ms;
+        size_t have = 0;
+
+        for (;;) {
+                struct pollfd pfd = { .fd = sig_fd, .events = POLLIN };
+                uint64_t t = mono_ms();
+                ssize_t n;
+                int p;
+
+                p = poll(&pfd, 1, t >= deadline ? 0 : (int) (deadline - t));
+                if (p < 0 && errno == EINTR)
+                        continue;
+                if (p < 0)
+                        return -errno;
+                if (p == 0)
+                        return -ENODATA;
+                n = recv(sig_fd, rep + have, have ? sizeof(rep) - have : 1, MSG_DONTWAIT);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -ENODATA; /* the VM ended without a report */
+                if (have == 0 && rep[0] != 'X')
+                        continue; /* not the report's start: skipped */
+                have += (size_t) n;
+                if (have == sizeof(rep)) {
+                        uint32_t st;
+                        memcpy(&st, rep + 1, 4);
+                        ret->wait_status = (int) le32toh(st);
+                        ret->oom = rep[5] != 0;
+                        return 0;
+                }
+        }
 }
 
 int vm_machine_text(const struct vm_config *cfg, char **ret_text)

@@ -73,3 +73,16 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
 
 /* Asks the guest's init to send SIGINT to the runner. Returns 0 or -errno. */
 int vm_interrupt(int sig_fd);
+
+/* When the runner ends, the guest's init writes its exit report on the signal port before it
+ * ends the VM (bootcfg.h, VM_EXIT_REPORT_BYTES): QEMU's own exit status says nothing of the
+ * runner's. */
+struct vm_exit {
+        int wait_status;
+        bool oom;
+};
+
+/* Reads the exit report from the signal port, waiting up to timeout_ms for it (bytes before
+ * it, late answers to a reseed, are skipped). Returns 0 with *ret filled, or -ENODATA when the
+ * guest ended without one (a kernel panic, a killed QEMU), or -errno. */
+int vm_exit_report(int sig_fd, int timeout_ms, struct vm_exit *ret);

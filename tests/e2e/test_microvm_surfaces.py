@@ -47,7 +47,9 @@ def test_streamed_execution_and_rich_outputs(vm_daemon):
         assert kinds[-1] == "end", kinds
         # Output comes as it is made, in order with the displays.
         assert kinds.index("stdout") < kinds.index("output") < kinds.index("stderr"), kinds
-        assert {"type": "stdout", "text": "first\n"} in events, events
+        before_display = events[:kinds.index("output")]
+        assert "".join(e["text"] for e in before_display if e["type"] == "stdout") == \
+            "first\n", events  # print() may write its text and its newline apart
         outputs = [e for e in events if e["type"] == "output"]
         assert outputs[0]["data"]["text/html"] == "<b>bold</b>", outputs[0]
         pngs = [base64.b64decode(e["data"]["image/png"]) for e in outputs
@@ -180,3 +182,53 @@ def test_mcp_over_stdio_runs_in_a_microvm_session(vm_daemon):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_the_profiles_limits_hold_inside_the_guest(vm_daemon):
+    """cpus is the VM's vCPUs, pids the runner's RLIMIT_NPROC (the guest's init sets it), and
+    memory the VM's size: a cell that takes it all ends the session, saying why."""
+    d = vm_daemon
+    sid = create(d)
+    try:
+        r = execute(d, sid, "import os\nos.cpu_count()")
+        assert r["result"] == "1", r
+        r = execute(d, sid, "import os, errno, signal\nkids = []\n"
+                            "try:\n"
+                            "    while len(kids) < 1000:\n"
+                            "        pid = os.fork()\n"
+                            "        if pid == 0:\n"
+                            "            signal.pause()\n"
+                            "            os._exit(0)\n"
+                            "        kids.append(pid)\n"
+                            "    err = None\n"
+                            "except OSError as e:\n"
+                            "    err = e.errno\n"
+                            "for pid in kids:\n"
+                            "    os.kill(pid, signal.SIGKILL)\n"
+                            "    os.waitpid(pid, 0)\n"
+                            "len(kids) < 256, err == errno.EAGAIN")
+        assert r["status"] == "ok" and r["result"] == "(True, True)", r
+        r = execute(d, sid, "x = 1\nx")
+        assert r["result"] == "1", "the session lives on after its fork bomb"
+        r = execute(d, sid, "chunks = []\nwhile True:\n"
+                            "    chunks.append(bytearray(64 << 20))", timeout_s=600)
+        # The guest's OOM killer takes the interpreter; its init says so before the VM ends
+        # (QEMU itself exits 0 when the guest powers off).
+        assert (r["status"], r["state"], r["exit_code"]) == ("oom", "lost", 137), r
+        assert r["error"]["name"] == "MemoryError", r
+        assert "microVM ran out of memory (2048 MiB)" in r["error"]["value"], r
+        body = d.get(f"/v1/sessions/{sid}").json()
+        assert body["state"] == "lost" and body["reason"] == "it ran out of memory", body
+    finally:
+        d.delete(f"/v1/sessions/{sid}")
+
+
+def test_an_interpreter_that_exits_says_how(vm_daemon):
+    d = vm_daemon
+    sid = create(d)
+    try:
+        r = execute(d, sid, "import os\nos._exit(3)")
+        assert (r["status"], r["state"], r["exit_code"]) == ("error", "lost", 3), r
+        assert r["error"]["value"] == "the interpreter exited with status 3", r
+    finally:
+        d.delete(f"/v1/sessions/{sid}")
