@@ -97,8 +97,9 @@ sort -u "$list" "$list.targets" | sed 's|^/||' | (cd "$rootfs" && cpio -pdm --qu
 
 mkdir -p "$root/etc" "$root/work" "$root/tmp" "$root/proc" "$root/sys" "$root/dev" \
         "$root/opt/airlock" "$root/home" "$root/mnt" "$root/root"
-ln -sfn /work "$root/home/user"
-ln -sfn /work "$root/mnt/data"
+# Mount points: init binds the guest's /work at both (E2B's and OpenAI's names for it), so that
+# a process there finds itself there (getcwd() says /home/user, as in the namespaces tier).
+mkdir -p "$root/home/user" "$root/mnt/data"
 for e in alternatives ca-certificates ca-certificates.conf fonts ld.so.conf ld.so.conf.d \
         localtime matplotlibrc mime.types protocols python3 python3.11 R services ssl timezone \
         bash.bashrc inputrc debian_version os-release profile gai.conf; do

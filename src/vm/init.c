@@ -6,9 +6,9 @@
  *      wire), "airlock.out" and "airlock.err" (its stdout and stderr), "airlock.sig" (a byte
  *      'I' = SIGINT to the runner) and "airlock.files" (the daemon's file requests);
  *   3. reads the boot configuration (bootcfg.h) from the control port;
- *   4. mounts the EROFS root read-only, a fresh tmpfs /work and /tmp sized by the configuration,
- *      /proc, a read-only /sys and a /dev of the five harmless character devices, and moves
- *      into it;
+ *   4. mounts the EROFS root read-only, a fresh tmpfs /work (bound at /home/user and
+ *      /mnt/data too) and /tmp sized by the configuration, /proc, a read-only /sys and a /dev
+ *      of the five harmless character devices, and moves into it;
  *   5. runs the runner as it runs in the namespaces tier: its own session, stdin /dev/null,
  *      stdout and stderr the output ports, fd 3 one end of a socketpair (the runner's wire
  *      needs a socket: it passes fds with SCM_RIGHTS), no capabilities in any set,
@@ -394,6 +394,10 @@ int main(void)
         (void) snprintf(opts, sizeof(opts), "size=%llu,mode=0700,uid=%u,gid=%u",
                         (unsigned long long) cfg.work_bytes, cfg.uid, cfg.uid);
         mount_or_die("work", NEWROOT "/work", "tmpfs", MS_NOSUID | MS_NODEV, opts);
+        /* E2B's and OpenAI's names for the workspace: the same directory, so that code there
+         * finds itself there (as the jail binds them, src/jail/mount.c). */
+        mount_or_die(NEWROOT "/work", NEWROOT "/home/user", "bind", MS_BIND, NULL);
+        mount_or_die(NEWROOT "/work", NEWROOT "/mnt/data", "bind", MS_BIND, NULL);
         (void) snprintf(opts, sizeof(opts), "size=%llu,mode=1777",
                         (unsigned long long) cfg.tmp_bytes);
         mount_or_die("tmp", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts);

@@ -102,7 +102,8 @@ def test_e2b_sandbox_of_the_microvm_template(vm_daemon):
         assert r.status_code == 200, r.text
         events = [json.loads(line) for line in r.text.splitlines() if line]
         text = "".join(e.get("text", "") for e in events if e["type"] == "stdout")
-        assert text.startswith("cwd /"), events
+        # E2B's sandboxes live in /home/user: the guest's /work, bound there.
+        assert text == "cwd /home/user\n", events
         results = [e for e in events if e["type"] == "result"]
         assert results and HOST_KERNEL not in results[0]["text"], events
         assert events[-1]["type"] == "end_of_execution", events
