@@ -249,6 +249,13 @@ def check_vmm_unprivileged(pid, image):
                       else []), groups
     cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert not any(str(image).encode() in a for a in cmdline), cmdline
+    # A network namespace of its own, whose only device is a loopback, and no network device
+    # for a guest whose profile has no network.
+    assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+    devices = [line.split(":")[0].strip() for line in
+               pathlib.Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]]
+    assert devices == ["lo"], devices
+    assert not any(a.startswith(b"user,") or b"-net" in a for a in cmdline), cmdline
     assert b"/proc/self/fd/" in b" ".join(cmdline)
     # A root of its own: the host's /usr, /proc and a few devices, nothing else.
     assert sorted(os.listdir(f"/proc/{pid}/root")) == \
