@@ -239,6 +239,17 @@ static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
                 arg(a, "-device");
                 r |= argf(a, "virtserialport,chardev=ch%d,name=%s", i, channel_names[i]);
         }
+        if (cfg->network) {
+                /* QEMU's user network (vm.h): no DHCP client in the guest (init sets
+                 * VM_GUEST_ADDR), no IPv6, no SMB, TFTP or forwarded host ports; restrict=off
+                 * so that slirp connects out at all, in QEMU's own namespace. One MAC for every
+                 * copy of a saved VM. */
+                arg(a, "-netdev");
+                arg(a, "user,id=n0,net=10.0.2.0/24,host=" VM_GUEST_HOST
+                       ",dns=10.0.2.3,ipv4=on,ipv6=off,restrict=off");
+                arg(a, "-device");
+                arg(a, "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56");
+        }
         /* QMP, for saving the VM (snapshot.h): only the daemon holds the other end. */
         arg(a, "-chardev");
         r |= argf(a, "socket,id=qmp,fd=%d", QMP_FD);
@@ -269,6 +280,11 @@ static int build_bootcfg(const struct vm_config *cfg, char *buf, size_t *ret_len
         r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "work", num);
         (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->tmp_bytes);
         r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "tmp", num);
+        if (cfg->network) {
+                r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "net", "1");
+                if (cfg->hosts_extra && *cfg->hosts_extra)
+                        r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "hosts", cfg->hosts_extra);
+        }
         for (char *const *e = cfg->envp; e && *e; e++)
                 r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "env", *e);
         if (r)

@@ -333,6 +333,9 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert r["state"] == "preserved", r
         r = execute(d, sid, "x")
         assert r["result"] == "41", r
+        # No network device at all: the profile says "network": "none".
+        r = execute(d, sid, "import os\nsorted(os.listdir('/sys/class/net'))")
+        assert r["result"] == "['lo']", r
         r = execute(d, sid, "echo $HOME; id -u; ls /work", language="bash")
         assert r["status"] == "ok", r
         assert r["stdout"].splitlines()[:2] == ["/work", "1000"]

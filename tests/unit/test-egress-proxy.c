@@ -473,6 +473,20 @@ static int sb_connect(const struct sandbox *sb, const char *ip, uint16_t port)
         return d.fd;
 }
 
+/* The same, for a connection that may fail: the fd (closed here) gives 0, a failure -errno. */
+static int sb_try_connect(const struct sandbox *sb, const char *ip, uint16_t port)
+{
+        struct dial d = { .pidfd = sb->pidfd, .ip = ip, .port = port, .fd = -1 };
+        pthread_t t;
+
+        cr_assert_eq(pthread_create(&t, NULL, dial_main, &d), 0);
+        (void) pthread_join(t, NULL);
+        if (d.fd < 0)
+                return -d.err;
+        (void) close(d.fd);
+        return 0;
+}
+
 static void send_text(int fd, const char *s)
 {
         cr_assert_eq(send(fd, s, strlen(s), MSG_NOSIGNAL), (ssize_t) strlen(s));
@@ -578,18 +592,26 @@ static struct egress *engine(const struct egress_denylist *deny, uint32_t max_to
         return e;
 }
 
-static struct egress_session *session(struct egress *e, const struct sandbox *sb,
-                                      const struct egress_policy *layout,
-                                      const struct egress_policy *policy, const char *id)
+static struct egress_session *session_in(struct egress *e, const struct sandbox *sb,
+                                         const struct egress_policy *layout,
+                                         enum egress_forward_net net,
+                                         const struct egress_policy *policy, const char *id)
 {
         const struct egress_session_info info = { .session = id, .profile = "lab" };
         struct airlock_error err = { "" };
         struct egress_session *s = NULL;
 
-        cr_assert_eq(egress_session_open(e, sb->pidfd, layout, policy ? policy : layout, &info, &s,
-                                         &err),
+        cr_assert_eq(egress_session_open(e, sb->pidfd, layout, net, policy ? policy : layout, &info,
+                                         &s, &err),
                      0, "%s", err.msg);
         return s;
+}
+
+static struct egress_session *session(struct egress *e, const struct sandbox *sb,
+                                      const struct egress_policy *layout,
+                                      const struct egress_policy *policy, const char *id)
+{
+        return session_in(e, sb, layout, EGRESS_FORWARD_LOOPBACK, policy, id);
 }
 
 static json_int_t num(const json_t *o, const char *key)
@@ -1476,6 +1498,46 @@ Test(egress_proxy, forwarders_by_name_and_address)
         sandbox_stop(&sb);
 }
 
+/* A microVM guest's forwarders (EGRESS_FORWARD_GUEST): the named rule's at 10.0.3.1, added to
+ * the namespace's loopback (QEMU's user network connects there for the guest), nothing at
+ * 127.0.1.1; the address rule's at the address, as for any sandbox. */
+Test(egress_proxy, guest_forwarders_listen_on_the_guest_net)
+{
+        struct egress_policy *layout;
+        struct egress_session *s;
+        struct sandbox sb;
+        struct srv *named, *literal;
+        struct seen ev;
+
+        lab_host();
+        sb = sandbox_start();
+        named = srv_start("10.9.8.2", SRV_ECHO);
+        literal = srv_start(LITERAL_ADDR, SRV_ECHO);
+        layout = policy_of("{\"mode\": \"allow\", \"allow\": [\"db.test:%u\", \"" LITERAL_ADDR
+                           ":%u\"]}",
+                           named->port, literal->port);
+        s = session_in(engine(NULL, 0), &sb, layout, EGRESS_FORWARD_GUEST, NULL, "s-1");
+        {
+                _cleanup_close_ int fd = sb_connect(&sb, "10.0.3.1", named->port);
+
+                echo_through(fd, "by name, from a guest");
+        }
+        {
+                _cleanup_close_ int fd = sb_connect(&sb, LITERAL_ADDR, literal->port);
+
+                echo_through(fd, "by address, from a guest");
+        }
+        cr_assert_eq(sb_try_connect(&sb, "127.0.1.1", named->port), -ECONNREFUSED,
+                     "no forwarder on the loopback's 127.0.1.N for a guest");
+        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", named->port, &ev));
+        cr_assert_str_eq(ev.via, "forward");
+        cr_assert_str_eq(ev.address, "10.9.8.2");
+        (void) egress_session_close(s);
+        (void) egress_free(lab_egress);
+        egress_policy_free(layout);
+        sandbox_stop(&sb);
+}
+
 Test(egress_proxy, forbidden_addresses_whatever_the_rules)
 {
         struct sockaddr_storage daemon_addr = { 0 };
@@ -1768,9 +1830,12 @@ Test(egress_proxy, open_refuses_own_namespace_and_mode_none)
         e = engine(NULL, 0);
         self = (int) syscall(SYS_pidfd_open, getpid(), 0);
         cr_assert_geq(self, 0);
-        cr_assert_eq(egress_session_open(e, self, p, p, NULL, &s, &err), -EPERM);
+        cr_assert_eq(egress_session_open(e, self, p, EGRESS_FORWARD_LOOPBACK, p, NULL, &s, &err),
+                     -EPERM);
         cr_assert(strstr(err.msg, "shares the daemon's network namespace"), "%s", err.msg);
-        cr_assert_eq(egress_session_open(e, self, none, none, NULL, &s, &err), -EINVAL);
+        cr_assert_eq(
+                egress_session_open(e, self, none, EGRESS_FORWARD_LOOPBACK, none, NULL, &s, &err),
+                -EINVAL);
         cr_assert_null(s);
         (void) close(self);
         (void) egress_free(e);
