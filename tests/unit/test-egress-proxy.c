@@ -1439,63 +1439,82 @@ Test(egress_proxy, socks5)
         sandbox_stop(&sb);
 }
 
-Test(egress_proxy, forwarders_by_name_and_address)
-{
-        struct egress_policy *layout, *narrowed;
-        struct egress_session *s;
+/* The forwarder tests' setup: a sandbox, echo servers behind a name (db.test, 10.9.8.2) and an
+ * address (LITERAL_ADDR), and a session whose layout allows both, its named forwarders on net. */
+struct two_forwards {
         struct sandbox sb;
         struct srv *named, *literal;
+        struct egress_policy *layout;
+        struct egress_session *s;
+};
+
+static void two_forwards_open(struct two_forwards *t, enum egress_forward_net net)
+{
+        lab_host();
+        t->sb = sandbox_start();
+        t->named = srv_start("10.9.8.2", SRV_ECHO);
+        t->literal = srv_start(LITERAL_ADDR, SRV_ECHO);
+        t->layout = policy_of("{\"mode\": \"allow\", \"allow\": [\"db.test:%u\", \"" LITERAL_ADDR
+                              ":%u\"]}",
+                              t->named->port, t->literal->port);
+        t->s = session_in(engine(NULL, 0), &t->sb, t->layout, net, NULL, "s-1");
+}
+
+static void two_forwards_close(struct two_forwards *t)
+{
+        (void) egress_session_close(t->s);
+        (void) egress_free(lab_egress);
+        egress_policy_free(t->layout);
+        sandbox_stop(&t->sb);
+}
+
+Test(egress_proxy, forwarders_by_name_and_address)
+{
+        struct two_forwards t;
+        struct egress_policy *narrowed;
         struct seen ev;
         char buf[64];
 
-        lab_host();
-        sb = sandbox_start();
-        named = srv_start("10.9.8.2", SRV_ECHO);
-        literal = srv_start(LITERAL_ADDR, SRV_ECHO);
-        layout = policy_of("{\"mode\": \"allow\", \"allow\": [\"db.test:%u\", \"" LITERAL_ADDR
-                           ":%u\"]}",
-                           named->port, literal->port);
-        s = session(engine(NULL, 0), &sb, layout, NULL, "s-1");
+        two_forwards_open(&t, EGRESS_FORWARD_LOOPBACK);
         {
                 /* The sandbox's /etc/hosts maps db.test to 127.0.1.1. */
-                _cleanup_close_ int fd = sb_connect(&sb, "127.0.1.1", named->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, "127.0.1.1", t.named->port);
 
                 echo_through(fd, "by name");
         }
         {
                 /* The address itself was added to the sandbox's loopback. */
-                _cleanup_close_ int fd = sb_connect(&sb, LITERAL_ADDR, literal->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, LITERAL_ADDR, t.literal->port);
 
                 echo_through(fd, "by address");
         }
-        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", named->port, &ev));
+        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", t.named->port, &ev));
         cr_assert_str_eq(ev.via, "forward");
         cr_assert_str_eq(ev.address, "10.9.8.2");
-        cr_assert(seen_find(EGRESS_EVENT_OPEN, LITERAL_ADDR, literal->port, &ev));
+        cr_assert(seen_find(EGRESS_EVENT_OPEN, LITERAL_ADDR, t.literal->port, &ev));
 
         /* The session narrows the name away: its forwarder refuses, the other still works. */
         narrowed = policy_of("{\"mode\": \"allow\", \"allow\": [\"" LITERAL_ADDR ":%u\"]}",
-                             literal->port);
-        cr_assert_eq(egress_session_set_policy(s, narrowed), 0);
+                             t.literal->port);
+        cr_assert_eq(egress_session_set_policy(t.s, narrowed), 0);
         {
-                _cleanup_close_ int fd = sb_connect(&sb, "127.0.1.1", named->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, "127.0.1.1", t.named->port);
 
                 (void) send(fd, "x", 1, MSG_NOSIGNAL);
                 cr_assert_eq(read_all(fd, buf, sizeof(buf)), 0, "closed at once");
         }
         {
-                _cleanup_close_ int fd = sb_connect(&sb, LITERAL_ADDR, literal->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, LITERAL_ADDR, t.literal->port);
 
                 echo_through(fd, "still");
         }
-        (void) egress_session_close(s);
-        cr_assert(seen_find(EGRESS_EVENT_REFUSED, "db.test", named->port, &ev));
+        (void) egress_session_close(t.s);
+        t.s = NULL;
+        cr_assert(seen_find(EGRESS_EVENT_REFUSED, "db.test", t.named->port, &ev));
         cr_assert_str_eq(ev.via, "forward");
         cr_assert_str_eq(ev.reason, "not in the allow-list");
-        (void) egress_free(lab_egress);
-        egress_policy_free(layout);
+        two_forwards_close(&t);
         egress_policy_free(narrowed);
-        sandbox_stop(&sb);
 }
 
 /* A microVM guest's forwarders (EGRESS_FORWARD_GUEST): the named rule's at 10.0.3.1, added to
@@ -1503,39 +1522,26 @@ Test(egress_proxy, forwarders_by_name_and_address)
  * 127.0.1.1; the address rule's at the address, as for any sandbox. */
 Test(egress_proxy, guest_forwarders_listen_on_the_guest_net)
 {
-        struct egress_policy *layout;
-        struct egress_session *s;
-        struct sandbox sb;
-        struct srv *named, *literal;
+        struct two_forwards t;
         struct seen ev;
 
-        lab_host();
-        sb = sandbox_start();
-        named = srv_start("10.9.8.2", SRV_ECHO);
-        literal = srv_start(LITERAL_ADDR, SRV_ECHO);
-        layout = policy_of("{\"mode\": \"allow\", \"allow\": [\"db.test:%u\", \"" LITERAL_ADDR
-                           ":%u\"]}",
-                           named->port, literal->port);
-        s = session_in(engine(NULL, 0), &sb, layout, EGRESS_FORWARD_GUEST, NULL, "s-1");
+        two_forwards_open(&t, EGRESS_FORWARD_GUEST);
         {
-                _cleanup_close_ int fd = sb_connect(&sb, "10.0.3.1", named->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, "10.0.3.1", t.named->port);
 
                 echo_through(fd, "by name, from a guest");
         }
         {
-                _cleanup_close_ int fd = sb_connect(&sb, LITERAL_ADDR, literal->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, LITERAL_ADDR, t.literal->port);
 
                 echo_through(fd, "by address, from a guest");
         }
-        cr_assert_eq(sb_try_connect(&sb, "127.0.1.1", named->port), -ECONNREFUSED,
+        cr_assert_eq(sb_try_connect(&t.sb, "127.0.1.1", t.named->port), -ECONNREFUSED,
                      "no forwarder on the loopback's 127.0.1.N for a guest");
-        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", named->port, &ev));
+        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", t.named->port, &ev));
         cr_assert_str_eq(ev.via, "forward");
         cr_assert_str_eq(ev.address, "10.9.8.2");
-        (void) egress_session_close(s);
-        (void) egress_free(lab_egress);
-        egress_policy_free(layout);
-        sandbox_stop(&sb);
+        two_forwards_close(&t);
 }
 
 Test(egress_proxy, forbidden_addresses_whatever_the_rules)

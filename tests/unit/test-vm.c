@@ -79,6 +79,18 @@ struct bad {
                 s, sizeof(s) - 1, r, why                                                           \
         }
 
+/* Each case is refused with its errno and a reason that says cases[i].why. */
+static void expect_refused(const struct bad *cases, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                struct bootcfg c;
+                const char *why;
+                int r = parse(cases[i].text, cases[i].len, &c, &why);
+                cr_expect_eq(r, cases[i].r, "case %zu: %d", i, r);
+                cr_expect(why && strstr(why, cases[i].why), "case %zu: %s", i, why ? why : "");
+        }
+}
+
 Test(bootcfg, refuses_what_is_wrong)
 {
         static const struct bad cases[] = {
@@ -107,13 +119,7 @@ Test(bootcfg, refuses_what_is_wrong)
                 BAD("uid\0", -EINVAL, "unknown"),
         };
 
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                struct bootcfg c;
-                const char *why;
-                int r = parse(cases[i].text, cases[i].len, &c, &why);
-                cr_expect_eq(r, cases[i].r, "case %zu: %d", i, r);
-                cr_expect(why && strstr(why, cases[i].why), "case %zu: %s", i, why ? why : "");
-        }
+        expect_refused(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 Test(bootcfg, refuses_too_many_env_and_too_large)
@@ -135,6 +141,14 @@ Test(bootcfg, refuses_too_many_env_and_too_large)
 Test(bootcfg, net_and_hosts_are_optional_and_checked)
 {
         static const char text[] = REQUIRED "net=1\0hosts=10.0.3.1\tdb.internal\n\0";
+        static const struct bad cases[] = {
+                BAD(REQUIRED "net=2\0", -EINVAL, "range"),
+                BAD(REQUIRED "net=1\0net=1\0", -EINVAL, "repeated"),
+                BAD(REQUIRED "hosts=a\0hosts=b\0", -EINVAL, "repeated"),
+                BAD(REQUIRED "hosts=10.0.3.1 x;rm\0", -EINVAL, "hosts"),
+                BAD(REQUIRED "hosts=10.0.3.1 \x01x\0", -EINVAL, "hosts"),
+                BAD("net=1\0", -EINVAL, "lacks"),
+        };
         struct bootcfg c;
         const char *why;
 
@@ -144,22 +158,7 @@ Test(bootcfg, net_and_hosts_are_optional_and_checked)
         cr_assert_eq(parse(text, sizeof(text) - 1, &c, &why), 0, "%s", why);
         cr_expect(c.net);
         cr_expect_str_eq(c.hosts, "10.0.3.1\tdb.internal\n");
-        {
-                static const struct bad cases[] = {
-                        BAD(REQUIRED "net=2\0", -EINVAL, "range"),
-                        BAD(REQUIRED "net=1\0net=1\0", -EINVAL, "repeated"),
-                        BAD(REQUIRED "hosts=a\0hosts=b\0", -EINVAL, "repeated"),
-                        BAD(REQUIRED "hosts=10.0.3.1 x;rm\0", -EINVAL, "hosts"),
-                        BAD(REQUIRED "hosts=10.0.3.1 \x01x\0", -EINVAL, "hosts"),
-                        BAD("net=1\0", -EINVAL, "lacks"),
-                };
-                for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                        int r = parse(cases[i].text, cases[i].len, &c, &why);
-                        cr_expect_eq(r, cases[i].r, "case %zu: %d", i, r);
-                        cr_expect(why && strstr(why, cases[i].why), "case %zu: %s", i,
-                                  why ? why : "");
-                }
-        }
+        expect_refused(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* An image directory with the three files a key describes. */
