@@ -40,7 +40,7 @@ VMNET = {
 
 
 @pytest.fixture(scope="module")
-def daemon(lab, image):
+def daemon(lab, image):  # noqa: F811
     # The profile's image is the microvm profile's (the same root, no layer): a directory of
     # images of this module's own, linking to it.
     images = pathlib.Path(tempfile.mkdtemp(prefix="airlock-e2e-vmnet-"))
@@ -151,3 +151,52 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
     while qemu_children(d) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not qemu_children(d), "deleting the session ends its VM"
+
+
+NARROWED = r'''
+import json, socket, urllib.request
+R = {"http": json.loads(urllib.request.urlopen("http://other.internal/", timeout=60).read())["server"]}
+s = socket.create_connection(("db.internal", 5432), timeout=60)
+try:
+    s.sendall(b"SELECT 2;\n")
+    R["db"] = s.recv(100).decode() or "closed"
+except OSError as e:
+    R["db"] = type(e).__name__
+print(json.dumps(R))
+'''
+
+
+def test_a_resumed_and_a_forked_microvm_session_keep_their_narrowed_network(lab, daemon):
+    """A resume and a fork's child are new QEMUs: each gets its own proxy, checking the
+    session's narrowed policy (here the profile's list without db.internal) from the start."""
+    d = daemon
+    r = d.post("/v1/sessions", json={"profile": PROFILE, "network": {
+        "mode": "allow", "allow": ["other.internal:80"]}}, timeout=CREATE_TIMEOUT)
+    assert r.status_code == 201, d.why(r)
+    sid = r.json()["id"]
+    children = []
+    try:
+        def check(who):
+            out = d.execute(who, NARROWED, timeout_s=240, http_timeout=400)
+            assert out["status"] == "ok", json.dumps(out, indent=1)[:4000]
+            got = json.loads(out["stdout"].strip().splitlines()[-1])
+            # The forwarder of a rule the session narrowed away takes the connection and
+            # closes it at once.
+            assert got == {"http": "other", "db": "closed"}, got
+            net = out["usage"]["network"]
+            assert net["connections"] == 1 and net["refused"] == 1, net
+        check(sid)
+        r = d.post(f"/v1/sessions/{sid}/stop", timeout=600)
+        assert r.status_code == 200, d.why(r)
+        r = d.post(f"/v1/sessions/{sid}/resume", timeout=600)
+        assert r.status_code == 200, d.why(r)
+        check(sid)
+        r = d.post(f"/v1/sessions/{sid}/fork", json={"n": 1}, timeout=900)
+        assert r.status_code == 201, d.why(r)
+        children = [c["id"] for c in r.json()["sessions"]]
+        check(children[0])
+        assert d.get(f"/v1/sessions/{children[0]}").json()["network"]["allow"] == \
+            ["other.internal:80"]
+    finally:
+        for s in [sid, *children]:
+            d.delete(f"/v1/sessions/{s}")
