@@ -2,8 +2,10 @@
 "isolation": "microvm" and "network": {"mode": "allow", ...} gives its guests one network device
 on QEMU's user network, whose only way out is QEMU's own network namespace, where the daemon's
 egress proxy listens. From inside the guest: the proxy through the environment's variables
-(urllib), a named forwarder through the guest's /etc/hosts, a refusal for a host not in the
-list, nothing reached around the proxy; and the execution's usage.network counting it.
+(urllib), a named forwarder through the guest's /etc/hosts, an address rule's forwarder at
+the address, a refusal for a host not in the list, nothing reached around the proxy; the
+execution's usage.network, the audit log and the metrics counting it; and a resumed and a
+forked session keeping their narrowed network.
 
 The daemon runs inside the egress lab (netlab.py), so the proxy's connections go to the lab's
 fake hosts and nothing else; the guest image is test_microvm.py's (built once into the build
@@ -34,7 +36,8 @@ VMNET = {
     "languages": ["python", "bash"],
     "preload": [],
     "limits": {"memory": "512MiB", "cpus": 1, "pids": 128, "timeout": "60s"},
-    "network": {"mode": "allow", "allow": ["other.internal:80", "db.internal:5432"]},
+    "network": {"mode": "allow", "allow": ["other.internal:80", "db.internal:5432",
+                                           f"{netlab.ADDR_HOST}:80"]},
     "rootfs": "/",
 }
 
@@ -75,6 +78,11 @@ s = socket.create_connection(("db.internal", 5432), timeout=60)
 s.sendall(b"SELECT 1;\n")
 R["db"] = s.recv(100).decode()
 s.close()
+# An address rule's forwarder, at the address itself (in QEMU's namespace, through slirp).
+s = socket.create_connection((ADDR_HOST, 80), timeout=60)
+s.sendall(b"GET / HTTP/1.0\r\nHost: ip\r\n\r\n")
+R["addr"] = b"".join(iter(lambda: s.recv(65536), b"")).decode()
+s.close()
 # Around the proxy: a lab host by address, a port of the host address nothing listens on.
 def dial(host, port):
     try:
@@ -95,7 +103,8 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
     assert r.status_code == 201, d.why(r)
     sid = r.json()["id"]
     try:
-        out = d.execute(sid, GUEST, timeout_s=240, http_timeout=400)
+        out = d.execute(sid, f"ADDR_HOST = {netlab.ADDR_HOST!r}\n" + GUEST, timeout_s=240,
+                        http_timeout=400)
         assert out["status"] == "ok", json.dumps(out, indent=1)[:4000]
         got = json.loads(out["stdout"].strip().splitlines()[-1])
         assert got["proxy_env"] == ["http://10.0.2.2:3128", "http://10.0.2.2:3128",
@@ -109,19 +118,22 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
         assert code == 403 and body.startswith("airlock egress:"), got["evil"]
         assert "evil.internal" in body and f"'{PROFILE}'" in body, body
         assert got["db"] == "SELECT 1;\n", got["db"]
+        assert '"server": "ip-host"' in got["addr"], got["addr"]
         assert got["direct"] != "OK" and got["host_port"] != "OK", got
 
         # What the lab saw: the allowed hosts once each, nothing else.
         assert lab.hits("other") == 1, lab.stats()["servers"]["other"]
+        assert lab.hits("ip-host") == 1, lab.stats()["servers"]["ip-host"]
         assert lab.hits("evil") == 0
         assert set(lab.forbidden_hits().values()) == {0}, lab.forbidden_hits()
 
         net = out["usage"]["network"]
-        assert net["connections"] == 2 and net["refused"] == 1, net
+        assert net["connections"] == 3 and net["refused"] == 1, net
         assert net["bytes_out"] >= len("SELECT 1;\n") and net["bytes_in"] > 0, net
         dests = {(x["host"], x["port"]): x for x in net["destinations"]}
         assert dests[("other.internal", 80)]["connections"] == 1, dests
         assert dests[("db.internal", 5432)]["connections"] == 1, dests
+        assert dests[(netlab.ADDR_HOST, 80)]["connections"] == 1, dests
         assert dests[("evil.internal", 80)]["refused"] == 1, dests
 
         s = d.get(f"/v1/sessions/{sid}").json()
@@ -133,10 +145,11 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
             return [e for e in map(json.loads, path.read_text().splitlines())
                     if e["event"] == event and e.get("session") == sid]
         deadline = time.monotonic() + 30
-        while len(audit("egress.connection")) < 2 and time.monotonic() < deadline:
+        while len(audit("egress.connection")) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)  # a wait for the closes to be logged, not a timed assertion
         conns = {(e["host"], e["via"]) for e in audit("egress.connection")}
-        assert conns == {("other.internal", "http"), ("db.internal", "forward")}, conns
+        assert conns == {("other.internal", "http"), ("db.internal", "forward"),
+                         (netlab.ADDR_HOST, "forward")}, conns
         refusals = [(e["host"], e["profile"]) for e in audit("egress.refusal")]
         assert refusals == [("evil.internal", PROFILE)], refusals
         token = (d.state_dir / "metrics-token").read_text().strip()
@@ -144,7 +157,7 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
         assert m.status_code == 200, m.text
         key = f'airlock_egress_connections_total{{profile="{PROFILE}",result="allowed"}} '
         values = [float(x[len(key):]) for x in m.text.splitlines() if x.startswith(key)]
-        assert values == [2.0], [x for x in m.text.splitlines() if "egress" in x]
+        assert values == [3.0], [x for x in m.text.splitlines() if "egress" in x]
     finally:
         d.delete(f"/v1/sessions/{sid}")
     deadline = time.monotonic() + 20
