@@ -2,7 +2,8 @@
 "isolation": "microvm" and "network": {"mode": "allow", ...} gives its guests one network device
 on QEMU's user network, whose only way out is QEMU's own network namespace, where the daemon's
 egress proxy listens. From inside the guest: the proxy through the environment's variables
-(urllib), a named forwarder through the guest's /etc/hosts, an address rule's forwarder at
+(urllib), SOCKS5 at the environment's ALL_PROXY, a named forwarder through the guest's
+/etc/hosts, an address rule's forwarder at
 the address, a refusal for a host not in the list, nothing reached around the proxy; the
 execution's usage.network, the audit log and the metrics counting it; and a resumed and a
 forked session keeping their narrowed network.
@@ -83,6 +84,18 @@ s = socket.create_connection((ADDR_HOST, 80), timeout=60)
 s.sendall(b"GET / HTTP/1.0\r\nHost: ip\r\n\r\n")
 R["addr"] = b"".join(iter(lambda: s.recv(65536), b"")).decode()
 s.close()
+# SOCKS5 at the environment's ALL_PROXY (socks5h://10.0.2.2:1080), the name resolved by it.
+host, port = os.environ["ALL_PROXY"].split("//")[1].split(":")
+s = socket.create_connection((host, int(port)), timeout=60)
+s.sendall(b"\x05\x01\x00")
+assert s.recv(2) == b"\x05\x00"
+s.sendall(b"\x05\x01\x00\x03\x0eother.internal\x00\x50")
+reply = b""
+while len(reply) < 10:
+    reply += s.recv(10 - len(reply))
+s.sendall(b"GET / HTTP/1.0\r\nHost: other.internal\r\n\r\n")
+R["socks"] = [reply[1], b"".join(iter(lambda: s.recv(65536), b"")).decode()]
+s.close()
 # Around the proxy: a lab host by address, a port of the host address nothing listens on.
 def dial(host, port):
     try:
@@ -119,19 +132,20 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
         assert "evil.internal" in body and f"'{PROFILE}'" in body, body
         assert got["db"] == "SELECT 1;\n", got["db"]
         assert '"server": "ip-host"' in got["addr"], got["addr"]
+        assert got["socks"][0] == 0 and '"server": "other"' in got["socks"][1], got["socks"]
         assert got["direct"] != "OK" and got["host_port"] != "OK", got
 
         # What the lab saw: the allowed hosts once each, nothing else.
-        assert lab.hits("other") == 1, lab.stats()["servers"]["other"]
+        assert lab.hits("other") == 2, lab.stats()["servers"]["other"]
         assert lab.hits("ip-host") == 1, lab.stats()["servers"]["ip-host"]
         assert lab.hits("evil") == 0
         assert set(lab.forbidden_hits().values()) == {0}, lab.forbidden_hits()
 
         net = out["usage"]["network"]
-        assert net["connections"] == 3 and net["refused"] == 1, net
+        assert net["connections"] == 4 and net["refused"] == 1, net
         assert net["bytes_out"] >= len("SELECT 1;\n") and net["bytes_in"] > 0, net
         dests = {(x["host"], x["port"]): x for x in net["destinations"]}
-        assert dests[("other.internal", 80)]["connections"] == 1, dests
+        assert dests[("other.internal", 80)]["connections"] == 2, dests
         assert dests[("db.internal", 5432)]["connections"] == 1, dests
         assert dests[(netlab.ADDR_HOST, 80)]["connections"] == 1, dests
         assert dests[("evil.internal", 80)]["refused"] == 1, dests
@@ -145,11 +159,11 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
             return [e for e in map(json.loads, path.read_text().splitlines())
                     if e["event"] == event and e.get("session") == sid]
         deadline = time.monotonic() + 30
-        while len(audit("egress.connection")) < 3 and time.monotonic() < deadline:
+        while len(audit("egress.connection")) < 4 and time.monotonic() < deadline:
             time.sleep(0.2)  # a wait for the closes to be logged, not a timed assertion
         conns = {(e["host"], e["via"]) for e in audit("egress.connection")}
-        assert conns == {("other.internal", "http"), ("db.internal", "forward"),
-                         (netlab.ADDR_HOST, "forward")}, conns
+        assert conns == {("other.internal", "http"), ("other.internal", "socks5"),
+                         ("db.internal", "forward"), (netlab.ADDR_HOST, "forward")}, conns
         refusals = [(e["host"], e["profile"]) for e in audit("egress.refusal")]
         assert refusals == [("evil.internal", PROFILE)], refusals
         token = (d.state_dir / "metrics-token").read_text().strip()
@@ -157,7 +171,7 @@ def test_a_microvm_session_reaches_only_its_allow_list_through_the_proxy(lab, da
         assert m.status_code == 200, m.text
         key = f'airlock_egress_connections_total{{profile="{PROFILE}",result="allowed"}} '
         values = [float(x[len(key):]) for x in m.text.splitlines() if x.startswith(key)]
-        assert values == [3.0], [x for x in m.text.splitlines() if "egress" in x]
+        assert values == [4.0], [x for x in m.text.splitlines() if "egress" in x]
     finally:
         d.delete(f"/v1/sessions/{sid}")
     deadline = time.monotonic() + 20
