@@ -294,7 +294,7 @@ int main(int argc, char **argv)
         network =
                 json_pack("{s:s, s:[s], s:s}", "mode", "allow", "allow", rule, "max_bytes", "1TiB");
         if (egress_policy_parse(network, "bench", &p, &err) < 0 || egress_new(NULL, &e, &err) < 0 ||
-            egress_session_open(e, pidfd, p, p, NULL, &s, &err) < 0) {
+            egress_session_open(e, pidfd, p, EGRESS_FORWARD_LOOPBACK, p, NULL, &s, &err) < 0) {
                 fprintf(stderr, "bench-egress-engine: %s\n", err.msg);
                 return 1;
         }

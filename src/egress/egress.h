@@ -80,15 +80,18 @@ struct egress_session_info {
 };
 
 /* Puts the proxy's listeners into the network namespace of the process behind pidfd (the
- * sandbox's init; the namespace must be one the daemon may setns into) and brings its loopback
- * up: the HTTP proxy, the SOCKS5 endpoint and the forwarders. layout is the profile's policy
- * (the sandbox's /etc/hosts and Landlock ports came from it: egress_policy_forwards() numbering
- * must match); policy is the session's own, equal to it or narrowed (copied): every connection
- * is checked against policy, so a forwarder of a rule the session narrowed away refuses.
- * Returns 0 or -errno with err set (e.g. "cannot enter the sandbox's network namespace: ..."). */
+ * sandbox's init, or a microVM's QEMU; the namespace must be one the daemon may setns into, and
+ * never the daemon's own) and brings its loopback up: the HTTP proxy, the SOCKS5 endpoint and
+ * the forwarders. layout is the profile's policy (the sandbox's /etc/hosts and Landlock ports
+ * came from it: egress_policy_forwards() numbering, with the same net, must match); net is
+ * where the named rules' forwarders listen (policy.h); policy is the session's own, equal to
+ * layout or narrowed (copied): every connection is checked against policy, so a forwarder of a
+ * rule the session narrowed away refuses. Returns 0 or -errno with err set (e.g. "cannot enter
+ * the sandbox's network namespace: ..."). */
 int egress_session_open(struct egress *e, int pidfd, const struct egress_policy *layout,
-                        const struct egress_policy *policy, const struct egress_session_info *info,
-                        struct egress_session **ret, struct airlock_error *err);
+                        enum egress_forward_net net, const struct egress_policy *policy,
+                        const struct egress_session_info *info, struct egress_session **ret,
+                        struct airlock_error *err);
 
 /* Renames the session (a pool member gets its id when handed out). Returns 0, or -ENOMEM with
  * the old names kept. */

@@ -1149,7 +1149,14 @@ static unsigned forward_name_index(const struct egress_policy *p, size_t i)
         return (unsigned) distinct_names(p, i) + 1;
 }
 
-size_t egress_policy_forwards(const struct egress_policy *p, struct egress_forward *out)
+/* The first three bytes of net's addresses, in host order (N is the last). */
+static uint32_t forward_net_base(enum egress_forward_net net)
+{
+        return net == EGRESS_FORWARD_GUEST ? (10u << 24) | (3u << 8) : (127u << 24) | (1u << 8);
+}
+
+size_t egress_policy_forwards(const struct egress_policy *p, enum egress_forward_net net,
+                              struct egress_forward *out)
 {
         size_t n = 0;
 
@@ -1162,7 +1169,7 @@ size_t egress_policy_forwards(const struct egress_policy *p, struct egress_forwa
 
                 if (r->kind == EGRESS_RULE_NAME) {
                         sin.sin_addr.s_addr =
-                                htonl((127u << 24) | (1u << 8) | forward_name_index(p, i));
+                                htonl(forward_net_base(net) | forward_name_index(p, i));
                 } else if (r->kind == EGRESS_RULE_ADDR && r->family == AF_INET && r->prefix == 32) {
                         memcpy(&sin.sin_addr, r->addr, 4);
                 } else {
@@ -1185,8 +1192,9 @@ size_t egress_policy_forwards(const struct egress_policy *p, struct egress_forwa
         return n;
 }
 
-char *egress_policy_hosts_text(const struct egress_policy *p)
+char *egress_policy_hosts_text(const struct egress_policy *p, enum egress_forward_net net)
 {
+        uint32_t base = forward_net_base(net);
         char *text = NULL;
         size_t size = 0;
         FILE *f;
@@ -1204,8 +1212,8 @@ char *egress_policy_hosts_text(const struct egress_policy *p)
                         seen = p->rules[j].kind == EGRESS_RULE_NAME &&
                                strcmp(p->rules[j].name, r->name) == 0;
                 if (!seen)
-                        (void) fprintf(f, EGRESS_FORWARD_NET "%u\t%s\n", forward_name_index(p, i),
-                                       r->name);
+                        (void) fprintf(f, "%u.%u.%u.%u\t%s\n", base >> 24, (base >> 16) & 255u,
+                                       (base >> 8) & 255u, forward_name_index(p, i), r->name);
         }
         if (ferror(f)) {
                 (void) fclose(f);

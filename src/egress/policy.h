@@ -129,24 +129,35 @@ bool egress_addr_forbidden(const struct egress_denylist *deny, const struct sock
  *   forwards to it: a name's at 127.0.1.N:port (N = 1 + its index among the forwarded names,
  *   the sandbox's /etc/hosts maps the name there); an IPv4 address's at that address itself,
  *   added to the sandbox's loopback, so `connect("10.1.2.7", 5432)` and
- *   `connect("db.internal", 5432)` just work. */
+ *   `connect("db.internal", 5432)` just work.
+ * A microVM guest (src/vm/vm.h) reaches the namespace only through QEMU's user network, which
+ * turns its connections to the host address 10.0.2.2 into ones to 127.0.0.1 there and makes the
+ * others as they are: its 127/8 is its own, so the names' forwarders listen at 10.0.3.N instead
+ * (EGRESS_FORWARD_GUEST), an address the guest routes out. */
 #define EGRESS_PROXY_PORT 3128
 #define EGRESS_SOCKS_PORT 1080
-#define EGRESS_FORWARD_NET "127.0.1." /* N appended */
+
+/* Where the named rules' forwarders listen: 127.0.1.N, or 10.0.3.N for a microVM guest. */
+enum egress_forward_net {
+        EGRESS_FORWARD_LOOPBACK, /* 127.0.1.N: the namespaces tier */
+        EGRESS_FORWARD_GUEST,    /* 10.0.3.N: added to the namespace's loopback */
+};
 
 struct egress_forward {
         const struct egress_rule *rule; /* borrowed from the policy */
         struct sockaddr_in listen;      /* where the forwarder listens inside the sandbox */
 };
 
-/* The forwarders of a policy, in rule order (names first get their 127.0.1.N in order of
+/* The forwarders of a policy, in rule order (names first get their N of net in order of
  * appearance). Returns the count (at most EGRESS_RULES_MAX) and fills out (caller-sized to
  * EGRESS_RULES_MAX). Mode none: 0. */
-size_t egress_policy_forwards(const struct egress_policy *p, struct egress_forward *out);
+size_t egress_policy_forwards(const struct egress_policy *p, enum egress_forward_net net,
+                              struct egress_forward *out);
 
-/* The lines the sandbox's /etc/hosts gets for the forwarded names ("127.0.1.1\tdb.internal\n"...),
- * a new string ("" for none), or NULL when out of memory. */
-char *egress_policy_hosts_text(const struct egress_policy *p);
+/* The lines the sandbox's /etc/hosts gets for the forwarded names ("127.0.1.1\tdb.internal\n"...,
+ * or "10.0.3.1\t..." for EGRESS_FORWARD_GUEST), a new string ("" for none), or NULL when out of
+ * memory. */
+char *egress_policy_hosts_text(const struct egress_policy *p, enum egress_forward_net net);
 
 /* The TCP ports code in the sandbox must be allowed to connect to (Landlock's
  * LANDLOCK_ACCESS_NET_CONNECT_TCP rules): 3128, 1080 and every forwarder's port, sorted, unique.

@@ -56,7 +56,7 @@ static void session_freep(struct egress_session **s)
 /* The listeners of a layout: the HTTP proxy, SOCKS5, then a forwarder per
  * egress_policy_forwards() entry, each with where it leads. */
 static int listeners_plan(struct egress_session *s, const struct egress_policy *layout,
-                          struct airlock_error *err)
+                          enum egress_forward_net net, struct airlock_error *err)
 {
         _cleanup_free_ struct egress_forward *fw = NULL;
         size_t n_fw;
@@ -64,7 +64,7 @@ static int listeners_plan(struct egress_session *s, const struct egress_policy *
         fw = calloc(EGRESS_RULES_MAX, sizeof(*fw));
         if (!fw)
                 return airlock_error_set(err, -ENOMEM, "out of memory");
-        n_fw = egress_policy_forwards(layout, fw);
+        n_fw = egress_policy_forwards(layout, net, fw);
         s->listeners = calloc(2 + n_fw, sizeof(*s->listeners));
         if (!s->listeners)
                 return airlock_error_set(err, -ENOMEM, "out of memory");
@@ -100,8 +100,9 @@ static int listeners_plan(struct egress_session *s, const struct egress_policy *
 }
 
 int egress_session_open(struct egress *e, int pidfd, const struct egress_policy *layout,
-                        const struct egress_policy *policy, const struct egress_session_info *info,
-                        struct egress_session **ret, struct airlock_error *err)
+                        enum egress_forward_net net, const struct egress_policy *policy,
+                        const struct egress_session_info *info, struct egress_session **ret,
+                        struct airlock_error *err)
 {
         _cleanup_(session_freep) struct egress_session *s = NULL;
         _cleanup_free_ struct sockaddr_in *addrs = NULL;
@@ -123,7 +124,7 @@ int egress_session_open(struct egress *e, int pidfd, const struct egress_policy 
         s->policy = egress_policy_copy(policy);
         if (!s->info || !s->policy)
                 return airlock_error_set(err, -ENOMEM, "out of memory");
-        r = listeners_plan(s, layout, err);
+        r = listeners_plan(s, layout, net, err);
         if (r < 0)
                 return r;
         addrs = calloc(s->n_listeners, sizeof(*addrs));

@@ -281,6 +281,9 @@ static int resume_vm(struct session_manager *mgr, struct profile_slot *slot, str
                 return airlock_error_set(err, fd, "the session's saved VM cannot be read: %s",
                                          strerror(-fd));
         r = session_vm_spawn(mgr, slot, s->id, fd, &sb, err);
+        /* Its own names and narrowed network on the proxy before the guest runs on. */
+        if (r >= 0)
+                session_network_bind(s, sb);
         if (r >= 0)
                 r = sandbox_vm_ready(sb, false, err);
         if (r >= 0) {
@@ -748,6 +751,12 @@ int session_fork(struct session_manager *mgr, const char *id, unsigned n, json_t
                                    : session_vm_spawn(mgr, slot, ids[made], fd, &sbs[made], err);
                         if (fd >= 0)
                                 (void) close(fd);
+                        /* The child's names and the parent's policy before its guest runs on
+                         * (its code is the parent's), as below. */
+                        if (r >= 0)
+                                session_network_bind_as(
+                                        sbs[made], ids[made], parent->tenant, parent->profile,
+                                        network_lost ? session_network_none() : network);
                 }
                 if (r < 0)
                         goto out;

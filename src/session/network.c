@@ -1,7 +1,8 @@
 /* Sessions' network (docs/NETWORK.md): every sandbox of a profile whose network mode is
  * "allow" gets the daemon's egress proxy in its namespace when it starts (a warm pool member
- * too, so handing it out costs nothing more), checking its profile's policy; when it becomes a
- * session's, it takes the session's id, tenant and narrowed policy. */
+ * too, so handing it out costs nothing more; a microVM in its QEMU's namespace, when it is
+ * booted or restored), checking its profile's policy; when it becomes a session's, it takes
+ * the session's id, tenant and narrowed policy. */
 #include "session-internal.h"
 #include "session-table.h"
 
@@ -22,7 +23,9 @@ int session_network_check_mode(const struct session_manager *mgr, const struct p
 {
         if (!allows_network(p))
                 return 0;
-        if (mgr->cfg.mode != JAIL_NAMESPACES)
+        /* A microVM's QEMU has a network namespace of its own whatever the daemon's mode
+         * (src/vm/vmm.h). */
+        if (mgr->cfg.mode != JAIL_NAMESPACES && p->isolation != PROFILE_ISOLATION_MICROVM)
                 return airlock_error_set(err, -EINVAL,
                                          "profile '%s' allows network through the egress proxy, "
                                          "which needs the namespaces isolation mode; this daemon "

@@ -446,12 +446,13 @@ static int env_add_pip(char ***envp, size_t *n, const struct profile *p, const c
         return r;
 }
 
-int sandbox_egress_init(const struct egress_policy *network, struct sandbox_egress *ret)
+int sandbox_egress_init(const struct egress_policy *network, enum egress_forward_net net,
+                        struct sandbox_egress *ret)
 {
         *ret = (struct sandbox_egress){ 0 };
         if (!network || network->mode != EGRESS_MODE_ALLOW)
                 return 0;
-        ret->hosts_extra = egress_policy_hosts_text(network);
+        ret->hosts_extra = egress_policy_hosts_text(network, net);
         if (!ret->hosts_extra)
                 return -ENOMEM;
         ret->n_ports = egress_policy_sandbox_ports(network, ret->ports);
@@ -468,8 +469,9 @@ void sandbox_egress_done(struct sandbox_egress *e)
 /* The complete environment of user code: nothing of the daemon's own environment (tokens,
  * paths) is passed on. */
 int sandbox_build_env(const struct profile *p, const char *workdir, const char *layer_dir,
-                      char ***ret_envp)
+                      bool in_vm, char ***ret_envp)
 {
+        const char *proxy = in_vm ? VM_GUEST_HOST : "127.0.0.1";
         unsigned threads = (p->limits.cpu_millicpus + 999) / 1000;
         const char *home = workdir ? workdir : "/work";
         _cleanup_strv_free_ char **envp = NULL;
@@ -501,14 +503,15 @@ int sandbox_build_env(const struct profile *p, const char *workdir, const char *
         r |= env_add(&envp, &n, "OMP_NUM_THREADS=%u", threads);
         r |= env_add(&envp, &n, "MKL_NUM_THREADS=%u", threads);
         if (p->network && p->network->mode == EGRESS_MODE_ALLOW) {
-                /* The daemon's proxy, in the sandbox's own network namespace (policy.h). */
+                /* The daemon's proxy, in the sandbox's own network namespace (policy.h), or in
+                 * its QEMU's, which a guest reaches at VM_GUEST_HOST (src/vm/vm.h). */
                 static const char *const proxy_names[] = { "HTTP_PROXY", "HTTPS_PROXY",
                                                            "http_proxy", "https_proxy" };
                 for (size_t i = 0; i < ELEMENTSOF(proxy_names); i++)
-                        r |= env_add(&envp, &n, "%s=http://127.0.0.1:%d", proxy_names[i],
+                        r |= env_add(&envp, &n, "%s=http://%s:%d", proxy_names[i], proxy,
                                      EGRESS_PROXY_PORT);
-                r |= env_add(&envp, &n, "ALL_PROXY=socks5h://127.0.0.1:%d", EGRESS_SOCKS_PORT);
-                r |= env_add(&envp, &n, "all_proxy=socks5h://127.0.0.1:%d", EGRESS_SOCKS_PORT);
+                r |= env_add(&envp, &n, "ALL_PROXY=socks5h://%s:%d", proxy, EGRESS_SOCKS_PORT);
+                r |= env_add(&envp, &n, "all_proxy=socks5h://%s:%d", proxy, EGRESS_SOCKS_PORT);
                 r |= env_add(&envp, &n, "NO_PROXY=localhost,127.0.0.1,::1");
                 r |= env_add(&envp, &n, "no_proxy=localhost,127.0.0.1,::1");
         }
@@ -610,9 +613,10 @@ static json_t *init_frame(const struct profile *p, uint64_t memory_bytes, bool p
                          preload ? strv_to_json(p->preload) : json_array(), "shell", p->lang_bash);
 }
 
-/* The microVM for opts (opts->vm_image_dir set), its runner's environment envp (borrowed). */
+/* The microVM for opts (opts->vm_image_dir set), its runner's environment envp and its
+ * /etc/hosts lines hosts_extra (borrowed; NULL for none). */
 static void vm_config_for(const struct sandbox_options *opts, char *const *envp,
-                          struct vm_config *ret)
+                          const char *hosts_extra, struct vm_config *ret)
 {
         const struct profile *p = opts->profile;
 
@@ -626,6 +630,8 @@ static void vm_config_for(const struct sandbox_options *opts, char *const *envp,
                 .work_bytes = p->limits.workspace_bytes,
                 .tmp_bytes = p->limits.tmp_bytes,
                 .envp = envp,
+                .network = p->network && p->network->mode == EGRESS_MODE_ALLOW,
+                .hosts_extra = hosts_extra,
                 .restore = opts->vm_restore,
                 .incoming_fd = opts->vm_incoming_fd,
         };
@@ -634,15 +640,19 @@ static void vm_config_for(const struct sandbox_options *opts, char *const *envp,
 int sandbox_vm_key(const struct sandbox_options *opts, char **ret_key)
 {
         _cleanup_free_ char *machine = NULL, *init = NULL, *key = NULL;
+        _cleanup_(sandbox_egress_done) struct sandbox_egress egress = { 0 };
         char **envp = NULL;
         struct vm_config vcfg;
         json_t *frame;
         int r;
 
-        r = sandbox_build_env(opts->profile, NULL, opts->layer_dir, &envp);
+        r = sandbox_egress_init(opts->profile->network, EGRESS_FORWARD_GUEST, &egress);
         if (r < 0)
                 return r;
-        vm_config_for(opts, envp, &vcfg);
+        r = sandbox_build_env(opts->profile, NULL, opts->layer_dir, true, &envp);
+        if (r < 0)
+                return r;
+        vm_config_for(opts, envp, egress.hosts_extra, &vcfg);
         r = vm_snapshot_key(&vcfg, &machine);
         strv_free(envp);
         if (r < 0)
@@ -696,10 +706,13 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
                 if (r < 0)
                         return r;
         }
-        r = sandbox_build_env(p, sb->workdir, opts->layer_dir, &sb->envp);
+        r = sandbox_build_env(p, sb->workdir, opts->layer_dir, opts->vm_image_dir != NULL,
+                              &sb->envp);
         if (r < 0)
                 return r;
-        r = sandbox_egress_init(p->network, &egress);
+        r = sandbox_egress_init(p->network,
+                                opts->vm_image_dir ? EGRESS_FORWARD_GUEST : EGRESS_FORWARD_LOOPBACK,
+                                &egress);
         if (r < 0)
                 return r;
 
@@ -725,7 +738,7 @@ int sandbox_start(const struct jail_features *features, const struct sandbox_opt
                 /* The microVM tier: the same runner, in a guest of its own (src/vm/vm.h). */
                 struct vm_config vcfg;
                 int files_fd = -EBADF;
-                vm_config_for(opts, sb->envp, &vcfg);
+                vm_config_for(opts, sb->envp, egress.hosts_extra, &vcfg);
                 r = vm_start(features, &vcfg, &sb->jail, &sb->vm_sig_fd, &files_fd, &sb->vm_qmp_fd,
                              err);
                 if (r >= 0 && !(sb->vm_files = vm_files_new(files_fd)))
@@ -1908,15 +1921,12 @@ int sandbox_egress_open(struct sandbox *sb, struct egress *egress, const char *i
         struct egress_session *es = NULL;
         int r;
 
-        /* A microVM has no network device, and its pidfd is QEMU's, in the host's namespace. */
-        if (sb->vm_sig_fd >= 0)
-                return airlock_error_set(err, -EOPNOTSUPP,
-                                         "a microVM session has no network yet: its profile "
-                                         "must say \"network\": \"none\"");
-
-        r = egress_session_open(egress, sandbox_pidfd(sb), p->network, p->network,
-                                &(struct egress_session_info){ .session = id, .profile = p->name },
-                                &es, err);
+        /* A microVM's pidfd is its QEMU's, in a network namespace of its own (src/vm/vmm.h),
+         * whose user network its guest reaches the listeners through. */
+        r = egress_session_open(
+                egress, sandbox_pidfd(sb), p->network,
+                sandbox_is_vm(sb) ? EGRESS_FORWARD_GUEST : EGRESS_FORWARD_LOOPBACK, p->network,
+                &(struct egress_session_info){ .session = id, .profile = p->name }, &es, err);
         if (r < 0)
                 return r;
         sandbox_set_egress(sb, es);

@@ -108,13 +108,15 @@ int sandbox_adopt(const struct profile *p, struct jail *jail, struct zygote *z, 
 unsigned sandbox_zygote_generation(const struct sandbox *sb);
 
 /* The session environment a profile's runner gets (caller frees with strv_free); layer_dir
- * (may be NULL) is the profile's layer, whose site-packages goes on PYTHONPATH. */
+ * (may be NULL) is the profile's layer, whose site-packages goes on PYTHONPATH. in_vm: for a
+ * microVM guest, whose proxy variables name VM_GUEST_HOST rather than 127.0.0.1. */
 int sandbox_build_env(const struct profile *p, const char *workdir, const char *layer_dir,
-                      char ***ret_envp);
+                      bool in_vm, char ***ret_envp);
 
 /* What a profile's network puts into its sandboxes' jail (jail_config's hosts_extra and
- * connect_ports): the /etc/hosts lines of the forwarded names, and the TCP ports code may
- * connect to. A NULL network, or mode none, gives neither. */
+ * connect_ports) or guest (vm_config's hosts_extra): the /etc/hosts lines of the forwarded
+ * names (their addresses those of net, policy.h), and the TCP ports code may connect to. A NULL
+ * network, or mode none, gives neither. */
 struct sandbox_egress {
         char *hosts_extra; /* NULL: none */
         uint16_t ports[EGRESS_RULES_MAX + 2];
@@ -122,7 +124,8 @@ struct sandbox_egress {
 };
 /* Fills *ret from network (borrowed). Returns 0 or -ENOMEM; release with
  * sandbox_egress_done() either way. */
-int sandbox_egress_init(const struct egress_policy *network, struct sandbox_egress *ret);
+int sandbox_egress_init(const struct egress_policy *network, enum egress_forward_net net,
+                        struct sandbox_egress *ret);
 void sandbox_egress_done(struct sandbox_egress *e);
 
 json_t *profile_imports_json(const struct profile *p);

@@ -53,15 +53,6 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
                 /* Refused, not served weaker: its sessions were promised a kernel of their own. */
                 struct airlock_error verr = { { 0 } };
                 r = vm_probe(&verr);
-                if (r >= 0 && p->network && p->network->mode != EGRESS_MODE_NONE) {
-                        r = airlock_error_set(err, -EOPNOTSUPP,
-                                              "profile '%s' runs sessions in microVMs, which "
-                                              "have no network yet: it must say \"network\": "
-                                              "\"none\"",
-                                              name);
-                        profile_free(p);
-                        return r;
-                }
                 if (r < 0) {
                         r = airlock_error_set(err, -EOPNOTSUPP,
                                               "profile '%s' runs sessions in microVMs, which "
@@ -80,9 +71,9 @@ int session_profile_slot(struct session_manager *mgr, const char *name,
                 return -ENOMEM;
         }
         mgr->profiles = slots;
-        r = sandbox_build_env(p, NULL, NULL, &slot->envp);
+        r = sandbox_build_env(p, NULL, NULL, false, &slot->envp);
         if (r >= 0)
-                r = sandbox_build_env(p, NULL, JAIL_LAYER_PATH, &slot->envp_layer);
+                r = sandbox_build_env(p, NULL, JAIL_LAYER_PATH, false, &slot->envp_layer);
         if (r < 0) {
                 strv_free(slot->envp);
                 free(slot);
@@ -349,8 +340,7 @@ int session_start_sandbox(struct session_manager *mgr, struct profile_slot *slot
 
         (void) snprintf(name, sizeof(name), "airlock-%s", id);
         if (p->isolation == PROFILE_ISOLATION_MICROVM)
-                /* A copy of the profile's saved VM (vmsnap.c); no network device, so no
-                 * egress. */
+                /* A copy of the profile's saved VM (vmsnap.c), with its egress proxy. */
                 return session_vm_start(mgr, slot, id, ret_sb, err);
         if (mgr->cfg.mode == JAIL_NAMESPACES && p->start != PROFILE_START_COLD) {
                 struct cgroup_limits limits = {

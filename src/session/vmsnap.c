@@ -257,6 +257,25 @@ static void drop_snapshot(struct session_manager *mgr, struct profile_slot *slot
         pthread_mutex_unlock(&slot->vmlock);
 }
 
+/* A session's VM (booted, or restored when opts says so) with its egress proxy, in its QEMU's
+ * network namespace, when the profile allows network (network.c). The profile's saved VM
+ * itself (build_snapshot) gets none: it runs only the warm-up. */
+static int start_with_network(struct session_manager *mgr, const struct profile *p,
+                              const struct sandbox_options *opts, const char *id,
+                              struct sandbox **ret_sb, struct airlock_error *err)
+{
+        int r = sandbox_start(mgr->cfg.features, opts, ret_sb, err);
+
+        if (r == -ENOENT)
+                return -EOPNOTSUPP;
+        if (r < 0)
+                return r;
+        r = session_network_open(mgr, p, *ret_sb, id, err);
+        if (r < 0)
+                *ret_sb = sandbox_free(*ret_sb);
+        return r;
+}
+
 int session_vm_spawn(struct session_manager *mgr, struct profile_slot *slot, const char *id,
                      int state_fd, struct sandbox **ret_sb, struct airlock_error *err)
 {
@@ -271,8 +290,7 @@ int session_vm_spawn(struct session_manager *mgr, struct profile_slot *slot, con
         opts = vm_options(mgr, slot->profile, name, dir);
         opts.vm_restore = true;
         opts.vm_incoming_fd = state_fd;
-        r = sandbox_start(mgr->cfg.features, &opts, ret_sb, err);
-        return r == -ENOENT ? -EOPNOTSUPP : r;
+        return start_with_network(mgr, slot->profile, &opts, id, ret_sb, err);
 }
 
 int session_vm_start(struct session_manager *mgr, struct profile_slot *slot, const char *id,
@@ -291,8 +309,7 @@ int session_vm_start(struct session_manager *mgr, struct profile_slot *slot, con
                  * their memory layout (docs/SECURITY.md): a boot of its own. */
                 (void) snprintf(name, sizeof(name), "airlock-%s", id);
                 opts = vm_options(mgr, slot->profile, name, dir);
-                r = sandbox_start(mgr->cfg.features, &opts, ret_sb, err);
-                return r == -ENOENT ? -EOPNOTSUPP : r;
+                return start_with_network(mgr, slot->profile, &opts, id, ret_sb, err);
         }
         {
                 /* The image's own message when it is missing (how to build it). */

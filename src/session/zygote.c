@@ -181,7 +181,7 @@ int zygote_start(const struct jail_features *features, const struct profile *p, 
         z->profile = p;
         z->features = features;
         z->layer_fd = -EBADF;
-        r = sandbox_egress_init(p->network, &z->egress);
+        r = sandbox_egress_init(p->network, EGRESS_FORWARD_LOOPBACK, &z->egress);
         if (r < 0) {
                 zygote_destroy(z);
                 return r;

@@ -41,11 +41,25 @@ static bool env_is_valid(const char *s)
         return true;
 }
 
+/* The text of hosts=: host-file lines of names and addresses, nothing a parser could trip on. */
+static bool hosts_is_valid(const char *s)
+{
+        for (; *s; s++) {
+                bool ok = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                          (*s >= '0' && *s <= '9') || strchr(".-_: \t\n", *s);
+                if (!ok)
+                        return false;
+        }
+        return true;
+}
+
 int bootcfg_parse(const char *payload, size_t len, struct bootcfg *ret_cfg, const char **ret_why)
 {
         struct bootcfg c = { 0 };
         enum { UID = 1u, NOFILE = 2u, NPROC = 4u, WORK = 8u, TMP = 16u, ALL = 31u };
+        enum { NET = 32u, HOSTS = 64u };
         unsigned seen = 0;
+        uint64_t net = 0;
         size_t off = 0;
 
         if (len > BOOTCFG_MAX) {
@@ -66,6 +80,7 @@ int bootcfg_parse(const char *payload, size_t len, struct bootcfg *ret_cfg, cons
                         { "nproc=", NPROC, 8, 65536, &c.nproc },
                         { "work=", WORK, 1ull << 20, 1ull << 40, &c.work_bytes },
                         { "tmp=", TMP, 1ull << 20, 1ull << 40, &c.tmp_bytes },
+                        { "net=", NET, 0, 1, &net },
                 };
                 bool known = false;
 
@@ -84,6 +99,20 @@ int bootcfg_parse(const char *payload, size_t len, struct bootcfg *ret_cfg, cons
                                 return -E2BIG;
                         }
                         c.env[c.n_env++] = s + 4;
+                        continue;
+                }
+                if (strncmp(s, "hosts=", 6) == 0) {
+                        if (seen & HOSTS) {
+                                *ret_why = "a boot configuration key is repeated";
+                                return -EINVAL;
+                        }
+                        if (!hosts_is_valid(s + 6)) {
+                                *ret_why = "the hosts entry has a character a hosts file "
+                                           "line does not";
+                                return -EINVAL;
+                        }
+                        seen |= HOSTS;
+                        c.hosts = s + 6;
                         continue;
                 }
                 for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
@@ -114,10 +143,11 @@ int bootcfg_parse(const char *payload, size_t len, struct bootcfg *ret_cfg, cons
                         return -EINVAL;
                 }
         }
-        if (seen != ALL) {
+        if ((seen & ALL) != ALL) {
                 *ret_why = "the boot configuration lacks one of uid, nofile, nproc, work, tmp";
                 return -EINVAL;
         }
+        c.net = net == 1;
         c.env[c.n_env] = NULL;
         *ret_cfg = c;
         return 0;

@@ -11,13 +11,23 @@
  *   work=N        bytes of /work, a tmpfs (1 MiB .. 1 TiB)
  *   tmp=N         bytes of /tmp, a tmpfs (1 MiB .. 1 TiB)
  *   env=NAME=val  one environment variable of the runner (at most BOOTCFG_ENV_MAX)
- * Every key but env is required. The whole is at most BOOTCFG_MAX bytes. */
+ *   net=0|1       optional: configure the network device (vm.h: VM_GUEST_ADDR/24, the default
+ *                 route via VM_GUEST_HOST); 0 when absent
+ *   hosts=TEXT    optional: lines added to the guest's /etc/hosts ("10.0.3.1\tdb.internal\n"),
+ *                 only letters, digits, '.', '-', '_', ':', spaces, tabs and newlines
+ * Every key but env, net and hosts is required. The whole is at most BOOTCFG_MAX bytes. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define BOOTCFG_MAX (64u * 1024u)
+
+/* The guest's side of QEMU's user network (net=1, vm.h): its address, and the host's, where the
+ * egress proxy is (http://10.0.2.2:3128, socks5h://10.0.2.2:1080). */
+#define VM_GUEST_ADDR "10.0.2.15"
+#define VM_GUEST_HOST "10.0.2.2"
 #define BOOTCFG_ENV_MAX 256
 
 struct bootcfg {
@@ -26,6 +36,8 @@ struct bootcfg {
         uint64_t nproc;
         uint64_t work_bytes;
         uint64_t tmp_bytes;
+        bool net;
+        const char *hosts; /* into the parsed buffer, or NULL */
         /* Pointers into the parsed buffer (borrowed), NULL-terminated. */
         const char *env[BOOTCFG_ENV_MAX + 1];
         size_t n_env;

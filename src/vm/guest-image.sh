@@ -7,7 +7,8 @@
 #                identity files as src/jail/mount.c), the profile's layer at /opt/airlock/layer
 #                when it has one, and the runner at /opt/airlock/airlock-runner
 #   initrd.cpio  the guest's initramfs: the init (src/vm/init.c) and the kernel modules it
-#                loads, in dependency order (modules.list)
+#                loads, in dependency order (modules.list; modules-net.list for a guest with
+#                network)
 #   vmlinuz      the guest kernel, copied from KERNEL_DIR
 #   manifest     key=value lines: kernel release, sizes, the build's time
 # KERNEL_DIR is a Debian cloud kernel package unpacked with `dpkg -x` (scripts/vm-kernel.sh).
@@ -138,6 +139,15 @@ for m in kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko \
         [ -f "$mods/$m" ] || continue # built into this kernel
         cp "$mods/$m" "$tmp/initrd/lib/modules/"
         echo "${m##*/}" >> "$tmp/initrd/modules.list"
+done
+# The network device's driver, loaded only by a guest whose profile allows egress (init's
+# net=1): a guest without network loads nothing more.
+: > "$tmp/initrd/modules-net.list"
+for m in kernel/net/core/failover.ko kernel/drivers/net/net_failover.ko \
+        kernel/drivers/net/virtio_net.ko; do
+        [ -f "$mods/$m" ] || continue # built into this kernel
+        cp "$mods/$m" "$tmp/initrd/lib/modules/"
+        echo "${m##*/}" >> "$tmp/initrd/modules-net.list"
 done
 (cd "$tmp/initrd" && find . | cpio -o -H newc --quiet) > "$tmp/initrd.cpio"
 rm -rf "$tmp/initrd"

@@ -5,10 +5,14 @@
  *   2. waits for the root disk /dev/vda and the virtio-serial ports "airlock.ctl" (the runner's
  *      wire), "airlock.out" and "airlock.err" (its stdout and stderr), "airlock.sig" (a byte
  *      'I' = SIGINT to the runner) and "airlock.files" (the daemon's file requests);
- *   3. reads the boot configuration (bootcfg.h) from the control port;
- *   4. mounts the EROFS root read-only, a fresh tmpfs /work (bound at /home/user and
- *      /mnt/data too) and /tmp sized by the configuration, /proc, a read-only /sys and a /dev
- *      of the five harmless character devices, and moves into it;
+ *   3. reads the boot configuration (bootcfg.h) from the control port, brings lo up and, when it
+ *      says net=1, loads /modules-net.list (virtio-net) and gives the network device the
+ *      guest's address and default route (vm.h: QEMU's user network, where the daemon's egress
+ *      proxy is the only thing to reach);
+ *   4. mounts the EROFS root read-only, a fresh tmpfs /work (bound at /home/user and /mnt/data
+ *      too) and /tmp sized by the configuration, /proc, a read-only /sys and a /dev of the five
+ *      harmless character devices, with the configuration's hosts lines added to a read-only
+ *      copy of the image's /etc/hosts bound over it, and moves into it;
  *   5. runs the runner as it runs in the namespaces tier: its own session, stdin /dev/null,
  *      stdout and stderr the output ports, fd 3 one end of a socketpair (the runner's wire
  *      needs a socket: it passes fds with SCM_RIGHTS), no capabilities in any set,
@@ -28,12 +32,16 @@
 #include "bootcfg.h"
 #include "files-proto.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/random.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -81,9 +89,9 @@ static uint64_t now_ms(void)
         return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
 }
 
-static void load_modules(void)
+static void load_modules(const char *list)
 {
-        FILE *f = fopen("/modules.list", "re");
+        FILE *f = fopen(list, "re");
         char line[256];
 
         if (!f)
@@ -104,6 +112,112 @@ static void load_modules(void)
                 (void) close(fd);
         }
         (void) fclose(f);
+}
+
+static void if_set(int fd, const char *ifname, unsigned long req, const char *addr)
+{
+        struct ifreq ifr = { 0 };
+        struct sockaddr_in *sin = (struct sockaddr_in *) &ifr.ifr_addr;
+
+        (void) snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+        sin->sin_family = AF_INET;
+        if (inet_pton(AF_INET, addr, &sin->sin_addr) != 1 || ioctl(fd, req, &ifr) < 0)
+                die("cannot set %s of %s: %s", addr, ifname, strerror(errno));
+}
+
+static void if_up(int fd, const char *ifname)
+{
+        struct ifreq ifr = { 0 };
+
+        (void) snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                die("cannot read the flags of %s: %s", ifname, strerror(errno));
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                die("cannot bring %s up: %s", ifname, strerror(errno));
+}
+
+/* The name of the network device that is not lo, into name ("" while there is none). */
+static void find_nic(char *name, size_t size)
+{
+        DIR *d = opendir("/sys/class/net");
+        struct dirent *e;
+
+        name[0] = '\0';
+        if (!d)
+                return;
+        while ((e = readdir(d)))
+                if (e->d_name[0] != '.' && strcmp(e->d_name, "lo") != 0) {
+                        (void) snprintf(name, size, "%s", e->d_name);
+                        break;
+                }
+        (void) closedir(d);
+}
+
+/* lo up, always; with nic, the virtio-net device too: the guest's address on QEMU's user
+ * network (src/vm/vm.h) and its default route through the host address, which is the only way
+ * out and leads only into QEMU's network namespace. */
+static void network_up(bool nic, uint64_t deadline)
+{
+        char ifname[IF_NAMESIZE + 1];
+        struct rtentry rt = { 0 };
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                die("socket: %s", strerror(errno));
+        if_up(fd, "lo");
+        if (!nic) {
+                (void) close(fd);
+                return;
+        }
+        load_modules("/modules-net.list");
+        for (find_nic(ifname, sizeof(ifname)); !ifname[0]; find_nic(ifname, sizeof(ifname))) {
+                if (now_ms() > deadline)
+                        die("the network device did not appear");
+                (void) usleep(500);
+        }
+        if_set(fd, ifname, SIOCSIFADDR, VM_GUEST_ADDR);
+        if_set(fd, ifname, SIOCSIFNETMASK, "255.255.255.0");
+        if_up(fd, ifname);
+        ((struct sockaddr_in *) &rt.rt_dst)->sin_family = AF_INET;
+        ((struct sockaddr_in *) &rt.rt_genmask)->sin_family = AF_INET;
+        ((struct sockaddr_in *) &rt.rt_gateway)->sin_family = AF_INET;
+        if (inet_pton(AF_INET, VM_GUEST_HOST, &((struct sockaddr_in *) &rt.rt_gateway)->sin_addr) !=
+            1)
+                die("bad gateway address");
+        rt.rt_flags = RTF_UP | RTF_GATEWAY;
+        if (ioctl(fd, SIOCADDRT, &rt) < 0)
+                die("cannot add the default route via %s: %s", VM_GUEST_HOST, strerror(errno));
+        (void) close(fd);
+}
+
+/* The image's /etc/hosts with extra appended, as a read-only file bound over it (the root is
+ * read-only EROFS; the copy lives in the initramfs, which the runner never sees). */
+static void hosts_add(const char *extra)
+{
+        static char text[BOOTCFG_MAX + 4096];
+        size_t len = 0;
+        int fd = open(NEWROOT "/etc/hosts", O_RDONLY | O_CLOEXEC);
+
+        if (fd >= 0) {
+                ssize_t n;
+                while (len < sizeof(text) - BOOTCFG_MAX - 1 &&
+                       (n = read(fd, text + len, sizeof(text) - BOOTCFG_MAX - 1 - len)) > 0)
+                        len += (size_t) n;
+                (void) close(fd);
+        }
+        if (len > 0 && text[len - 1] != '\n')
+                text[len++] = '\n';
+        (void) snprintf(text + len, sizeof(text) - len, "%s", extra);
+        len += strlen(text + len);
+        fd = open("/hosts", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, text, len) != (ssize_t) len || fchmod(fd, 0644) < 0 ||
+            close(fd) < 0)
+                die("cannot write the guest's hosts file: %s", strerror(errno));
+        if (mount("/hosts", NEWROOT "/etc/hosts", NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, NEWROOT "/etc/hosts", NULL,
+                  MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                die("cannot put the hosts file in place: %s", strerror(errno));
 }
 
 /* The /dev node of the virtio-serial port called name, or "" while it is not there. */
@@ -368,7 +482,7 @@ int main(void)
         }
         (void) mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         (void) mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-        load_modules();
+        load_modules("/modules.list");
 
         deadline = now_ms() + WAIT_DEVICES_MS;
         ctl = open_port("airlock.ctl", O_RDWR, deadline);
@@ -384,6 +498,7 @@ int main(void)
         read_full(ctl, cfgbuf, len);
         if (bootcfg_parse(cfgbuf, len, &cfg, &why) < 0)
                 die("bad boot configuration: %s", why);
+        network_up(cfg.net, deadline);
 
         while (access("/dev/vda", F_OK) < 0) {
                 if (now_ms() > deadline)
@@ -406,6 +521,8 @@ int main(void)
         mount_or_die("sysfs", NEWROOT "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                      NULL);
         make_dev();
+        if (cfg.hosts)
+                hosts_add(cfg.hosts);
         if (chdir(NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
             chdir("/") < 0)
                 die("cannot move into the root: %s", strerror(errno));

@@ -241,6 +241,17 @@ static int build_argv(const struct vm_config *cfg, struct qemu_argv *a)
                 arg(a, "-device");
                 r |= argf(a, "virtserialport,chardev=ch%d,name=%s", i, channel_names[i]);
         }
+        if (cfg->network) {
+                /* QEMU's user network (vm.h): no DHCP client in the guest (init sets
+                 * VM_GUEST_ADDR), no IPv6, no SMB, TFTP or forwarded host ports; restrict=off
+                 * so that slirp connects out at all, in QEMU's own namespace. One MAC for every
+                 * copy of a saved VM. */
+                arg(a, "-netdev");
+                arg(a, "user,id=n0,net=10.0.2.0/24,host=" VM_GUEST_HOST
+                       ",dns=10.0.2.3,ipv4=on,ipv6=off,restrict=off");
+                arg(a, "-device");
+                arg(a, "virtio-net-device,netdev=n0,mac=52:54:00:12:34:56");
+        }
         /* QMP, for saving the VM (snapshot.h): only the daemon holds the other end. */
         arg(a, "-chardev");
         r |= argf(a, "socket,id=qmp,fd=%d", QMP_FD);
@@ -271,6 +282,11 @@ static int build_bootcfg(const struct vm_config *cfg, char *buf, size_t *ret_len
         r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "work", num);
         (void) snprintf(num, sizeof(num), "%llu", (unsigned long long) cfg->tmp_bytes);
         r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "tmp", num);
+        if (cfg->network) {
+                r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "net", "1");
+                if (cfg->hosts_extra && *cfg->hosts_extra)
+                        r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "hosts", cfg->hosts_extra);
+        }
         for (char *const *e = cfg->envp; e && *e; e++)
                 r |= bootcfg_add(buf, BOOTCFG_MAX, &pos, "env", *e);
         if (r)
@@ -309,6 +325,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
              struct airlock_error *err)
 {
         int ours[CH_COUNT], theirs[CH_COUNT], go[2] = { -EBADF, -EBADF };
+        int ready[2] = { -EBADF, -EBADF };
         int img[VMM_IMAGE_FILES] = { -EBADF, -EBADF, -EBADF };
         int qmp[2] = { -EBADF, -EBADF };
         gid_t kvm_gid = (gid_t) -1;
@@ -368,7 +385,7 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                 r = airlock_error_set(err, -errno, "/dev/null: %s", strerror(errno));
                 goto fail;
         }
-        if (pipe2(go, O_CLOEXEC) < 0) {
+        if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
                 r = airlock_error_set(err, -errno, "pipe: %s", strerror(errno));
                 goto fail;
         }
@@ -397,6 +414,12 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                 (void) sigemptyset(&all);
                 (void) sigprocmask(SIG_SETMASK, &all, NULL);
                 if (read(go[0], &b, 1) != 1)
+                        _exit(127);
+                /* Its own network namespace (vmm.h) before anything else, and the parent told
+                 * so: the egress proxy may go into it as soon as vm_start() returns. */
+                if (vmm_private_net() < 0)
+                        _exit(124);
+                if (write(ready[1], "n", 1) != 1)
                         _exit(127);
                 for (int i = 0; i < CH_COUNT + VMM_IMAGE_FILES; i++) {
                         hi[i] = fcntl(i < CH_COUNT ? theirs[i] : img[i - CH_COUNT], F_DUPFD_CLOEXEC,
@@ -444,12 +467,30 @@ int vm_start(const struct jail_features *features, const struct vm_config *cfg,
                 (void) waitpid(pid, NULL, 0);
                 goto fail;
         }
+        ready[1] = safe_close_fd(ready[1]);
+        {
+                char b = 0;
+                ssize_t n;
+                do
+                        n = read(ready[0], &b, 1);
+                while (n < 0 && errno == EINTR);
+                if (n != 1) {
+                        r = airlock_error_set(err, -EIO,
+                                              "QEMU's process could not get a network "
+                                              "namespace of its own (unshare(CLONE_NEWNET) "
+                                              "needs CAP_SYS_ADMIN): the microVM is not started");
+                        (void) kill(pid, SIGKILL);
+                        (void) waitpid(pid, NULL, 0);
+                        goto fail;
+                }
+        }
         for (int i = 0; i < CH_COUNT; i++)
                 theirs[i] = safe_close_fd(theirs[i]);
         qmp[1] = safe_close_fd(qmp[1]);
         (void) close(go[0]);
         (void) close(go[1]);
         go[0] = go[1] = -EBADF;
+        ready[0] = safe_close_fd(ready[0]);
         null_fd = safe_close_fd(null_fd);
         for (int i = 0; i < VMM_IMAGE_FILES; i++)
                 img[i] = safe_close_fd(img[i]);
@@ -493,6 +534,8 @@ fail:
         }
         (void) safe_close_fd(go[0]);
         (void) safe_close_fd(go[1]);
+        (void) safe_close_fd(ready[0]);
+        (void) safe_close_fd(ready[1]);
         (void) safe_close_fd(qmp[0]);
         (void) safe_close_fd(qmp[1]);
         if (cg) {

@@ -13,14 +13,22 @@
  * jail: the "pid" is QEMU's, whose exit ends the session, and a kill kills QEMU.
  *
  * QEMU runs in a cgroup of its own (the guest's memory plus VM_OVERHEAD_BYTES), never as
- * root (vmm.h: a uid of its own, no capabilities, the image's files passed as fds), with its
- * seccomp sandbox (`-sandbox on`, no spawning, no privilege changes), no network device, and
- * the guest's memory the profile's limit. Inside, init drops the runner's privileges as the
- * jail does (bootcfg.h): the guest is a second wall, not the only one. */
+ * root (vmm.h: a uid of its own, no capabilities, the image's files passed as fds), in a network
+ * namespace of its own, with its seccomp sandbox (`-sandbox on`, no spawning, no privilege
+ * changes) and the guest's memory the profile's limit. Inside, init drops the runner's
+ * privileges as the jail does (bootcfg.h): the guest is a second wall, not the only one.
+ *
+ * Network (docs/NETWORK.md, "microVM sessions"): none at all, no device, unless the profile
+ * allows egress (cfg->network). Then the guest gets one virtio-net device on QEMU's user network
+ * (slirp, inside QEMU): the guest is VM_GUEST_ADDR/24 with its default route and the proxy at
+ * VM_GUEST_HOST, which slirp turns into 127.0.0.1 of QEMU's namespace, where the daemon's egress
+ * listeners are (src/egress/egress.h, opened on QEMU's pidfd); every other address the guest
+ * connects to, slirp connects to in that namespace too, which holds nothing else. */
 #pragma once
 
 #include "base/error.h"
 #include "jail/jail.h"
+#include "vm/bootcfg.h" /* VM_GUEST_ADDR, VM_GUEST_HOST */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -40,6 +48,11 @@ struct vm_config {
         uint32_t nofile, nproc;
         uint64_t work_bytes, tmp_bytes;
         char *const *envp; /* the runner's environment (NULL-terminated) */
+        /* A network device on QEMU's user network (egress allowed), with these lines added to
+         * the guest's /etc/hosts (the forwarded names, egress_policy_hosts_text(); may be
+         * NULL). */
+        bool network;
+        const char *hosts_extra;
         /* Restore instead of boot (src/vm/snapshot.h): the same machine, reading the state
          * saved by vm_save() from incoming_fd (borrowed; QEMU gets a copy), and no boot
          * configuration (the guest has its own). The caller then calls vm_reseed(). */

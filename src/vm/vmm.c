@@ -114,6 +114,11 @@ int vmm_drop_privileges(gid_t kvm_gid)
         return 0;
 }
 
+int vmm_private_net(void)
+{
+        return unshare(CLONE_NEWNET) < 0 ? -errno : 0;
+}
+
 /* One bind mount of src onto dst (made as a file or a directory like src), read-only when
  * ro. */
 static int bind_into(const char *src, const char *dst, bool dir, bool ro)

@@ -35,6 +35,13 @@ int vmm_kvm_access(const char *dev, gid_t *ret_gid, struct airlock_error *err);
  * Returns 0 or -errno; the child exits on failure. Async-signal-safe (no allocation). */
 int vmm_drop_privileges(gid_t kvm_gid);
 
+/* In the forked child, first: a network namespace of its own, with nothing but a loopback
+ * (down until the daemon's egress proxy brings it up, src/egress/egress.h), for every VM with a
+ * network device or none. A QEMU taken over by its guest finds no network of the host's there;
+ * QEMU's user network (slirp, vm.h) makes its guest's connections in it, so they reach only
+ * what the daemon put in it. Returns 0 or -errno. */
+int vmm_private_net(void);
+
 /* The mount point of the VMM's root while it is built, in its own mount namespace only. */
 #define VMM_NEWROOT "tmp"
 

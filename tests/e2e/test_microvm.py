@@ -11,12 +11,18 @@ once with `airlock profile build microvm` into the build tree (vm-images/), agai
 runner or the init is newer than it.
 
 A daemon that finds no usable KVM (AIRLOCK_KVM_DEVICE pointed at a missing device, and no TCG
-switch) refuses the microvm profile, saying why, and serves the others."""
+switch) refuses the microvm profile, saying why, and serves the others.
+
+Code Mode works in a guest as in any sandbox: its tool calls travel on the runner's control
+channel (the guest's control port); the module's daemon runs the MCP fixture server for it."""
+import atexit
 import hashlib
+import json
 import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +40,15 @@ SNAPSHOTS = IMAGES / "snapshots"
 # A cold boot, the preload's imports and the save of the profile's VM: seconds under KVM, up to
 # ten minutes under TCG on a busy two-core machine.
 CREATE_TIMEOUT = 900
+
+
+# The MCP fixture server (tests/e2e/mcp_fixture.py: echo, add, ...) for the Code Mode test.
+MCP_DIR = pathlib.Path(tempfile.mkdtemp(prefix="airlock-e2e-vm-mcp-"))
+atexit.register(shutil.rmtree, MCP_DIR, True)
+MCP_CONFIG = MCP_DIR / "mcp.json"
+MCP_CONFIG.write_text(json.dumps({"mcpServers": {"fx": {
+    "command": sys.executable,
+    "args": [str(pathlib.Path(__file__).resolve().parent / "mcp_fixture.py")]}}}))
 
 
 def kvm_usable():
@@ -96,7 +111,8 @@ def vm_daemon(image):
     if not kvm_usable():
         print("no usable /dev/kvm: the guests run under QEMU's software emulation (TCG)")
         env["AIRLOCK_VM_ACCEL"] = "tcg"
-    d = start_daemon_or_fail(pytest, args=("--pool-size", "1"), env=env)
+    d = start_daemon_or_fail(pytest, args=("--pool-size", "1", "--mcp-config", str(MCP_CONFIG)),
+                             env=env)
     try:
         yield d
     finally:
@@ -249,6 +265,13 @@ def check_vmm_unprivileged(pid, image):
                       else []), groups
     cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert not any(str(image).encode() in a for a in cmdline), cmdline
+    # A network namespace of its own, whose only device is a loopback, and no network device
+    # for a guest whose profile has no network.
+    assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+    devices = [line.split(":")[0].strip() for line in
+               pathlib.Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]]
+    assert devices == ["lo"], devices
+    assert not any(a.startswith(b"user,") or b"-net" in a for a in cmdline), cmdline
     assert b"/proc/self/fd/" in b" ".join(cmdline)
     # A root of its own: the host's /usr, /proc and a few devices, nothing else.
     assert sorted(os.listdir(f"/proc/{pid}/root")) == \
@@ -326,6 +349,9 @@ def test_a_microvm_session_runs_cells_in_its_own_kernel(vm_daemon, image):
         assert r["state"] == "preserved", r
         r = execute(d, sid, "x")
         assert r["result"] == "41", r
+        # No network device at all: the profile says "network": "none".
+        r = execute(d, sid, "import os\nsorted(os.listdir('/sys/class/net'))")
+        assert r["result"] == "['lo']", r
         r = execute(d, sid, "echo $HOME; id -u; ls /work", language="bash")
         assert r["status"] == "ok", r
         assert r["stdout"].splitlines()[:2] == ["/work", "1000"]
@@ -470,6 +496,47 @@ def test_fork_makes_independent_copies_with_their_own_randomness(vm_daemon):
     finally:
         for s in [parent, *children]:
             d.delete(f"/v1/sessions/{s}")
+
+
+CODE_MODE = r'''
+import json
+import airlock_tools as t
+def report(f):
+    try:
+        print(json.dumps({"ok": f()}))
+    except t.ToolError as e:
+        print(json.dumps({"kind": e.kind, "tool": e.tool, "error": str(e)}))
+report(lambda: t.echo(text="from the guest"))
+report(lambda: t.call("add", a=1, b=2))
+report(lambda: [e["name"] for e in t.list()])
+'''
+
+
+def test_code_mode_tool_calls_from_a_microvm_cell(vm_daemon):
+    d = vm_daemon
+    deadline = time.monotonic() + 60
+    while True:  # a wait for the MCP server to start, not a timed assertion
+        fx = {s["name"]: s for s in d.get("/v1/tools").json()["servers"]}.get("fx", {})
+        if fx.get("state") == "ready" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert fx.get("state") == "ready", fx
+    r = d.post("/v1/sessions", json={"profile": "microvm", "code_tools": ["echo"]},
+               timeout=CREATE_TIMEOUT)
+    assert r.status_code == 201, d.why(r)
+    sid = r.json()["id"]
+    try:
+        out = execute(d, sid, CODE_MODE)
+        assert out["status"] == "ok", out
+        lines = [json.loads(line) for line in out["stdout"].splitlines()]
+        assert lines[0] == {"ok": "from the guest"}, lines
+        # A tool outside the session's code_tools: refused, saying which and why.
+        assert lines[1]["kind"] == "not_allowed" and lines[1]["tool"] == "add", lines[1]
+        assert "code_tools" in lines[1]["error"] and "'add'" in lines[1]["error"], lines[1]
+        assert lines[2] == {"ok": ["echo"]}, lines[2]
+        assert out["usage"]["tool_calls"] >= 1, out["usage"]
+    finally:
+        d.delete(f"/v1/sessions/{sid}")
 
 
 def test_a_daemon_without_kvm_refuses_the_profile_and_serves_the_others(image):

@@ -261,7 +261,7 @@ Test(parse, too_many_rules_and_names)
         cr_expect_eq(r, 0, "%s", err.msg);
         if (p) {
                 struct egress_forward fw[EGRESS_RULES_MAX];
-                size_t n = egress_policy_forwards(p, fw);
+                size_t n = egress_policy_forwards(p, EGRESS_FORWARD_LOOPBACK, fw);
                 char a253[INET_ADDRSTRLEN], a254[INET_ADDRSTRLEN];
 
                 cr_assert_eq(n, 255);
@@ -913,7 +913,7 @@ Test(sandbox, forwards_hosts_and_ports)
         char buf[64];
         size_t n;
 
-        n = egress_policy_forwards(p, fw);
+        n = egress_policy_forwards(p, EGRESS_FORWARD_LOOPBACK, fw);
         cr_assert_eq(n, ELEMENTSOF(want));
         for (size_t i = 0; i < n; i++) {
                 cr_expect_str_eq(fw[i].rule->text, want[i][0], "forward %zu", i);
@@ -923,7 +923,7 @@ Test(sandbox, forwards_hosts_and_ports)
                 cr_expect(fw[i].rule >= p->rules && fw[i].rule < p->rules + p->n_rules,
                           "the rule is borrowed from the policy");
         }
-        hosts = egress_policy_hosts_text(p);
+        hosts = egress_policy_hosts_text(p, EGRESS_FORWARD_LOOPBACK);
         cr_assert_not_null(hosts);
         cr_expect_str_eq(hosts, "127.0.1.1\tdb.internal\n127.0.1.2\tpypi.internal\n"
                                 "127.0.1.3\tcache.internal\n");
@@ -932,14 +932,38 @@ Test(sandbox, forwards_hosts_and_ports)
         cr_expect_arr_eq(ports, want_ports, sizeof(want_ports));
 }
 
+/* A microVM guest's forwarders: the names at 10.0.3.N (its own 127/8 never leaves it), the
+ * numbering the same as on the loopback; addresses at themselves; the same ports. */
+Test(sandbox, guest_forwards_use_their_own_net)
+{
+        _cleanup_policy_ struct egress_policy *p =
+                allow_ok("\"db.internal:5432\", \"pypi.internal:443\", \"10.1.2.7:5432\", "
+                         "\"db.internal:5433\"");
+        static const char *const want[] = { "10.0.3.1:5432", "10.0.3.2:443", "10.1.2.7:5432",
+                                            "10.0.3.1:5433" };
+        struct egress_forward fw[EGRESS_RULES_MAX], lo[EGRESS_RULES_MAX];
+        _cleanup_free_ char *hosts = egress_policy_hosts_text(p, EGRESS_FORWARD_GUEST);
+        char buf[64];
+        size_t n = egress_policy_forwards(p, EGRESS_FORWARD_GUEST, fw);
+
+        cr_assert_eq(n, ELEMENTSOF(want));
+        cr_assert_eq(egress_policy_forwards(p, EGRESS_FORWARD_LOOPBACK, lo), n);
+        for (size_t i = 0; i < n; i++) {
+                cr_expect_str_eq(listen_text(&fw[i], buf, sizeof(buf)), want[i], "forward %zu", i);
+                cr_expect_eq(fw[i].rule, lo[i].rule, "forward %zu: the same rule", i);
+        }
+        cr_assert_not_null(hosts);
+        cr_expect_str_eq(hosts, "10.0.3.1\tdb.internal\n10.0.3.2\tpypi.internal\n");
+}
+
 Test(sandbox, mode_none_has_nothing)
 {
         _cleanup_policy_ struct egress_policy *p = parse_ok("\"none\"");
         struct egress_forward fw[EGRESS_RULES_MAX];
         uint16_t ports[EGRESS_RULES_MAX + 2];
-        _cleanup_free_ char *hosts = egress_policy_hosts_text(p);
+        _cleanup_free_ char *hosts = egress_policy_hosts_text(p, EGRESS_FORWARD_LOOPBACK);
 
-        cr_expect_eq(egress_policy_forwards(p, fw), 0);
+        cr_expect_eq(egress_policy_forwards(p, EGRESS_FORWARD_LOOPBACK, fw), 0);
         cr_expect_eq(egress_policy_sandbox_ports(p, ports), 0);
         cr_assert_not_null(hosts);
         cr_expect_str_eq(hosts, "");
@@ -952,9 +976,9 @@ Test(sandbox, wildcards_and_blocks_use_the_proxy_only)
         struct egress_forward fw[EGRESS_RULES_MAX];
         uint16_t ports[EGRESS_RULES_MAX + 2];
         static const uint16_t want_ports[] = { 1080, 3128 };
-        _cleanup_free_ char *hosts = egress_policy_hosts_text(p);
+        _cleanup_free_ char *hosts = egress_policy_hosts_text(p, EGRESS_FORWARD_LOOPBACK);
 
-        cr_expect_eq(egress_policy_forwards(p, fw), 0);
+        cr_expect_eq(egress_policy_forwards(p, EGRESS_FORWARD_LOOPBACK, fw), 0);
         cr_assert_eq(egress_policy_sandbox_ports(p, ports), 2);
         cr_expect_arr_eq(ports, want_ports, sizeof(want_ports));
         cr_expect_str_eq(hosts, "");

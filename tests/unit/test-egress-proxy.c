@@ -473,6 +473,20 @@ static int sb_connect(const struct sandbox *sb, const char *ip, uint16_t port)
         return d.fd;
 }
 
+/* The same, for a connection that may fail: the fd (closed here) gives 0, a failure -errno. */
+static int sb_try_connect(const struct sandbox *sb, const char *ip, uint16_t port)
+{
+        struct dial d = { .pidfd = sb->pidfd, .ip = ip, .port = port, .fd = -1 };
+        pthread_t t;
+
+        cr_assert_eq(pthread_create(&t, NULL, dial_main, &d), 0);
+        (void) pthread_join(t, NULL);
+        if (d.fd < 0)
+                return -d.err;
+        (void) close(d.fd);
+        return 0;
+}
+
 static void send_text(int fd, const char *s)
 {
         cr_assert_eq(send(fd, s, strlen(s), MSG_NOSIGNAL), (ssize_t) strlen(s));
@@ -578,18 +592,26 @@ static struct egress *engine(const struct egress_denylist *deny, uint32_t max_to
         return e;
 }
 
-static struct egress_session *session(struct egress *e, const struct sandbox *sb,
-                                      const struct egress_policy *layout,
-                                      const struct egress_policy *policy, const char *id)
+static struct egress_session *session_in(struct egress *e, const struct sandbox *sb,
+                                         const struct egress_policy *layout,
+                                         enum egress_forward_net net,
+                                         const struct egress_policy *policy, const char *id)
 {
         const struct egress_session_info info = { .session = id, .profile = "lab" };
         struct airlock_error err = { "" };
         struct egress_session *s = NULL;
 
-        cr_assert_eq(egress_session_open(e, sb->pidfd, layout, policy ? policy : layout, &info, &s,
-                                         &err),
+        cr_assert_eq(egress_session_open(e, sb->pidfd, layout, net, policy ? policy : layout, &info,
+                                         &s, &err),
                      0, "%s", err.msg);
         return s;
+}
+
+static struct egress_session *session(struct egress *e, const struct sandbox *sb,
+                                      const struct egress_policy *layout,
+                                      const struct egress_policy *policy, const char *id)
+{
+        return session_in(e, sb, layout, EGRESS_FORWARD_LOOPBACK, policy, id);
 }
 
 static json_int_t num(const json_t *o, const char *key)
@@ -1417,63 +1439,109 @@ Test(egress_proxy, socks5)
         sandbox_stop(&sb);
 }
 
-Test(egress_proxy, forwarders_by_name_and_address)
-{
-        struct egress_policy *layout, *narrowed;
-        struct egress_session *s;
+/* The forwarder tests' setup: a sandbox, echo servers behind a name (db.test, 10.9.8.2) and an
+ * address (LITERAL_ADDR), and a session whose layout allows both, its named forwarders on net. */
+struct two_forwards {
         struct sandbox sb;
         struct srv *named, *literal;
+        struct egress_policy *layout;
+        struct egress_session *s;
+};
+
+static void two_forwards_open(struct two_forwards *t, enum egress_forward_net net)
+{
+        lab_host();
+        t->sb = sandbox_start();
+        t->named = srv_start("10.9.8.2", SRV_ECHO);
+        t->literal = srv_start(LITERAL_ADDR, SRV_ECHO);
+        t->layout = policy_of("{\"mode\": \"allow\", \"allow\": [\"db.test:%u\", \"" LITERAL_ADDR
+                              ":%u\"]}",
+                              t->named->port, t->literal->port);
+        t->s = session_in(engine(NULL, 0), &t->sb, t->layout, net, NULL, "s-1");
+}
+
+static void two_forwards_close(struct two_forwards *t)
+{
+        (void) egress_session_close(t->s);
+        (void) egress_free(lab_egress);
+        egress_policy_free(t->layout);
+        sandbox_stop(&t->sb);
+}
+
+Test(egress_proxy, forwarders_by_name_and_address)
+{
+        struct two_forwards t;
+        struct egress_policy *narrowed;
         struct seen ev;
         char buf[64];
 
-        lab_host();
-        sb = sandbox_start();
-        named = srv_start("10.9.8.2", SRV_ECHO);
-        literal = srv_start(LITERAL_ADDR, SRV_ECHO);
-        layout = policy_of("{\"mode\": \"allow\", \"allow\": [\"db.test:%u\", \"" LITERAL_ADDR
-                           ":%u\"]}",
-                           named->port, literal->port);
-        s = session(engine(NULL, 0), &sb, layout, NULL, "s-1");
+        two_forwards_open(&t, EGRESS_FORWARD_LOOPBACK);
         {
                 /* The sandbox's /etc/hosts maps db.test to 127.0.1.1. */
-                _cleanup_close_ int fd = sb_connect(&sb, "127.0.1.1", named->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, "127.0.1.1", t.named->port);
 
                 echo_through(fd, "by name");
         }
         {
                 /* The address itself was added to the sandbox's loopback. */
-                _cleanup_close_ int fd = sb_connect(&sb, LITERAL_ADDR, literal->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, LITERAL_ADDR, t.literal->port);
 
                 echo_through(fd, "by address");
         }
-        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", named->port, &ev));
+        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", t.named->port, &ev));
         cr_assert_str_eq(ev.via, "forward");
         cr_assert_str_eq(ev.address, "10.9.8.2");
-        cr_assert(seen_find(EGRESS_EVENT_OPEN, LITERAL_ADDR, literal->port, &ev));
+        cr_assert(seen_find(EGRESS_EVENT_OPEN, LITERAL_ADDR, t.literal->port, &ev));
 
         /* The session narrows the name away: its forwarder refuses, the other still works. */
         narrowed = policy_of("{\"mode\": \"allow\", \"allow\": [\"" LITERAL_ADDR ":%u\"]}",
-                             literal->port);
-        cr_assert_eq(egress_session_set_policy(s, narrowed), 0);
+                             t.literal->port);
+        cr_assert_eq(egress_session_set_policy(t.s, narrowed), 0);
         {
-                _cleanup_close_ int fd = sb_connect(&sb, "127.0.1.1", named->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, "127.0.1.1", t.named->port);
 
                 (void) send(fd, "x", 1, MSG_NOSIGNAL);
                 cr_assert_eq(read_all(fd, buf, sizeof(buf)), 0, "closed at once");
         }
         {
-                _cleanup_close_ int fd = sb_connect(&sb, LITERAL_ADDR, literal->port);
+                _cleanup_close_ int fd = sb_connect(&t.sb, LITERAL_ADDR, t.literal->port);
 
                 echo_through(fd, "still");
         }
-        (void) egress_session_close(s);
-        cr_assert(seen_find(EGRESS_EVENT_REFUSED, "db.test", named->port, &ev));
+        (void) egress_session_close(t.s);
+        t.s = NULL;
+        cr_assert(seen_find(EGRESS_EVENT_REFUSED, "db.test", t.named->port, &ev));
         cr_assert_str_eq(ev.via, "forward");
         cr_assert_str_eq(ev.reason, "not in the allow-list");
-        (void) egress_free(lab_egress);
-        egress_policy_free(layout);
+        two_forwards_close(&t);
         egress_policy_free(narrowed);
-        sandbox_stop(&sb);
+}
+
+/* A microVM guest's forwarders (EGRESS_FORWARD_GUEST): the named rule's at 10.0.3.1, added to
+ * the namespace's loopback (QEMU's user network connects there for the guest), nothing at
+ * 127.0.1.1; the address rule's at the address, as for any sandbox. */
+Test(egress_proxy, guest_forwarders_listen_on_the_guest_net)
+{
+        struct two_forwards t;
+        struct seen ev;
+
+        two_forwards_open(&t, EGRESS_FORWARD_GUEST);
+        {
+                _cleanup_close_ int fd = sb_connect(&t.sb, "10.0.3.1", t.named->port);
+
+                echo_through(fd, "by name, from a guest");
+        }
+        {
+                _cleanup_close_ int fd = sb_connect(&t.sb, LITERAL_ADDR, t.literal->port);
+
+                echo_through(fd, "by address, from a guest");
+        }
+        cr_assert_eq(sb_try_connect(&t.sb, "127.0.1.1", t.named->port), -ECONNREFUSED,
+                     "no forwarder on the loopback's 127.0.1.N for a guest");
+        cr_assert(seen_find(EGRESS_EVENT_OPEN, "db.test", t.named->port, &ev));
+        cr_assert_str_eq(ev.via, "forward");
+        cr_assert_str_eq(ev.address, "10.9.8.2");
+        two_forwards_close(&t);
 }
 
 Test(egress_proxy, forbidden_addresses_whatever_the_rules)
@@ -1768,9 +1836,12 @@ Test(egress_proxy, open_refuses_own_namespace_and_mode_none)
         e = engine(NULL, 0);
         self = (int) syscall(SYS_pidfd_open, getpid(), 0);
         cr_assert_geq(self, 0);
-        cr_assert_eq(egress_session_open(e, self, p, p, NULL, &s, &err), -EPERM);
+        cr_assert_eq(egress_session_open(e, self, p, EGRESS_FORWARD_LOOPBACK, p, NULL, &s, &err),
+                     -EPERM);
         cr_assert(strstr(err.msg, "shares the daemon's network namespace"), "%s", err.msg);
-        cr_assert_eq(egress_session_open(e, self, none, none, NULL, &s, &err), -EINVAL);
+        cr_assert_eq(
+                egress_session_open(e, self, none, EGRESS_FORWARD_LOOPBACK, none, NULL, &s, &err),
+                -EINVAL);
         cr_assert_null(s);
         (void) close(self);
         (void) egress_free(e);

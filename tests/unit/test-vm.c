@@ -79,6 +79,18 @@ struct bad {
                 s, sizeof(s) - 1, r, why                                                           \
         }
 
+/* Each case is refused with its errno and a reason that says cases[i].why. */
+static void expect_refused(const struct bad *cases, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                struct bootcfg c;
+                const char *why;
+                int r = parse(cases[i].text, cases[i].len, &c, &why);
+                cr_expect_eq(r, cases[i].r, "case %zu: %d", i, r);
+                cr_expect(why && strstr(why, cases[i].why), "case %zu: %s", i, why ? why : "");
+        }
+}
+
 Test(bootcfg, refuses_what_is_wrong)
 {
         static const struct bad cases[] = {
@@ -107,13 +119,7 @@ Test(bootcfg, refuses_what_is_wrong)
                 BAD("uid\0", -EINVAL, "unknown"),
         };
 
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                struct bootcfg c;
-                const char *why;
-                int r = parse(cases[i].text, cases[i].len, &c, &why);
-                cr_expect_eq(r, cases[i].r, "case %zu: %d", i, r);
-                cr_expect(why && strstr(why, cases[i].why), "case %zu: %s", i, why ? why : "");
-        }
+        expect_refused(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 Test(bootcfg, refuses_too_many_env_and_too_large)
@@ -130,6 +136,29 @@ Test(bootcfg, refuses_too_many_env_and_too_large)
         cr_expect_eq(parse(buf, pos, &c, &why), -E2BIG);
         cr_expect_not_null(strstr(why, "too many"));
         cr_expect_eq(parse(buf, BOOTCFG_MAX + 1, &c, &why), -E2BIG);
+}
+
+Test(bootcfg, net_and_hosts_are_optional_and_checked)
+{
+        static const char text[] = REQUIRED "net=1\0hosts=10.0.3.1\tdb.internal\n\0";
+        static const struct bad cases[] = {
+                BAD(REQUIRED "net=2\0", -EINVAL, "range"),
+                BAD(REQUIRED "net=1\0net=1\0", -EINVAL, "repeated"),
+                BAD(REQUIRED "hosts=a\0hosts=b\0", -EINVAL, "repeated"),
+                BAD(REQUIRED "hosts=10.0.3.1 x;rm\0", -EINVAL, "hosts"),
+                BAD(REQUIRED "hosts=10.0.3.1 \x01x\0", -EINVAL, "hosts"),
+                BAD("net=1\0", -EINVAL, "lacks"),
+        };
+        struct bootcfg c;
+        const char *why;
+
+        cr_assert_eq(parse(REQUIRED, sizeof(REQUIRED) - 1, &c, &why), 0, "%s", why);
+        cr_expect(!c.net);
+        cr_expect_null(c.hosts);
+        cr_assert_eq(parse(text, sizeof(text) - 1, &c, &why), 0, "%s", why);
+        cr_expect(c.net);
+        cr_expect_str_eq(c.hosts, "10.0.3.1\tdb.internal\n");
+        expect_refused(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* An image directory with the three files a key describes. */
@@ -175,7 +204,7 @@ Test(snapshot_key, same_for_a_copy_and_changes_with_what_matters)
                                  .tmp_bytes = 1 << 20,
                                  .envp = env_a,
                                  .incoming_fd = -1 };
-        char *k1 = NULL, *k2 = NULL, *k3 = NULL, *k4 = NULL, *k5 = NULL;
+        char *k1 = NULL, *k2 = NULL, *k3 = NULL, *k4 = NULL, *k5 = NULL, *k6 = NULL, *k7 = NULL;
         FILE *f;
 
         make_image(dir);
@@ -196,6 +225,16 @@ Test(snapshot_key, same_for_a_copy_and_changes_with_what_matters)
         cr_assert_eq(vm_snapshot_key(&cfg, &k4), 0);
         cr_expect_str_neq(k1, k4);
         cfg.envp = env_a;
+        /* A network device (egress allowed), and other forwarded names: other keys. */
+        cfg.network = true;
+        cr_assert_eq(vm_snapshot_key(&cfg, &k6), 0);
+        cr_expect_str_neq(k1, k6);
+        cr_expect(strstr(k6, "virtio-net-device") && !strstr(k1, "virtio-net-device"));
+        cfg.hosts_extra = "10.0.3.1\tdb.internal\n";
+        cr_assert_eq(vm_snapshot_key(&cfg, &k7), 0);
+        cr_expect_str_neq(k6, k7);
+        cfg.network = false;
+        cfg.hosts_extra = NULL;
         snprintf(path, sizeof(path), "%s/root.erofs", dir);
         f = fopen(path, "ae");
         cr_assert_not_null(f);
@@ -208,5 +247,5 @@ Test(snapshot_key, same_for_a_copy_and_changes_with_what_matters)
         free(k5);
         k5 = NULL;
         cr_expect_eq(vm_snapshot_key(&cfg, &k5), -ENOENT);
-        free(k1), free(k2), free(k3), free(k4), free(k5);
+        free(k1), free(k2), free(k3), free(k4), free(k5), free(k6), free(k7);
 }
