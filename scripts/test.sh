@@ -46,7 +46,8 @@ run tests/mcp/install.sh
 # host (sandbox processes, cgroups, mounts, /tmp) for anything a test left behind.
 lane_log=$(mktemp /tmp/airlock-test-lane.XXXXXX)
 e2e_lane_b=(tests/e2e/test_microvm.py tests/e2e/test_microvm_hostile.py
-        tests/e2e/test_microvm_surfaces.py tests/e2e/test_cluster_node.py tests/e2e/test_kubernetes_manifests.py
+        tests/e2e/test_microvm_surfaces.py tests/e2e/test_microvm_egress.py
+        tests/e2e/test_cluster_node.py tests/e2e/test_kubernetes_manifests.py
         tests/e2e/test_lifecycle.py tests/e2e/test_fork_shared.py tests/e2e/test_data_stack.py
         tests/e2e/test_hub_faults.py)
 lane_b() {

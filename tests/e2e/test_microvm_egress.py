@@ -208,8 +208,10 @@ def test_a_resumed_and_a_forked_microvm_session_keep_their_narrowed_network(lab,
             assert out["status"] == "ok", json.dumps(out, indent=1)[:4000]
             got = json.loads(out["stdout"].strip().splitlines()[-1])
             # The forwarder of a rule the session narrowed away takes the connection and
-            # closes it at once.
-            assert got == {"http": "other", "db": "closed"}, got
+            # closes it at once: an EOF, or a reset when the close found the query unread
+            # (which of the two depends on timing), never the database's answer.
+            assert got["http"] == "other", got
+            assert got["db"] in ("closed", "ConnectionResetError"), got
             net = out["usage"]["network"]
             assert net["connections"] == 1 and net["refused"] == 1, net
         check(sid)
