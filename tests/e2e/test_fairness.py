@@ -7,6 +7,7 @@ The CPU weights are cgroup files: cpu.shares on cgroup v1 (this CI host: cpu is 
 hierarchy), cpu.weight on v2. The tests read them where the daemon wrote them, and skip saying
 why where the host has no cpu controller for airlock."""
 import os
+import threading
 import time
 
 import pytest
@@ -130,16 +131,33 @@ def test_a_session_that_burns_cpu_weighs_less_then_gets_it_back(daemon):
     daemon.delete_session(quiet)
 
 
-def test_an_interrupted_cell_gets_its_full_weight_to_stop(daemon):
+def test_an_interrupted_cell_gets_a_heavier_weight_to_stop(daemon):
     sid = daemon.create_session()
     version, d = session_cpu_dir(sid)
-    full = DEFAULT_SHARES if version == "v1" else 100
-    # Burns CPU for 4 s (weight lowered), then keeps burning past its timeout: the interrupt
-    # gives it the full weight so that it stops within its grace, and the state lives on.
-    r = daemon.execute(sid, "x = 42\nimport time\nt = time.time()\n"
-                       "while True: pass", timeout=6)
-    assert r["status"] == "timeout", r
-    assert read_int(weight_file(version, d)) == full
+    boosted = 10 * (DEFAULT_SHARES if version == "v1" else 100)  # CGROUP_WEIGHT_INTERRUPTED
+    # Burns CPU until its timeout (its weight lowered meanwhile), then, interrupted, burns a
+    # second more before it stops: from the interrupt until the cell ends its session weighs
+    # ten sessions, so that it gets the CPU to stop within its grace, and the state lives on.
+    # The weight is sampled from here while the cell runs (after it, the fairness thread sets
+    # whatever the session's recent use says, at once or a second later).
+    seen, done = [], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            seen.append(read_int(weight_file(version, d)))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        r = daemon.execute(sid, "x = 42\nimport time\ntry:\n    while True: pass\n"
+                                "except KeyboardInterrupt:\n    t = time.time()\n"
+                                "    while time.time() < t + 1: pass\n    raise", timeout=3)
+    finally:
+        done.set()
+        sampler.join()
+    assert r["status"] == "timeout" and r["state"] == "preserved", r
+    assert boosted in seen, f"the weights seen while the cell ran: {sorted(set(seen))}"
     assert daemon.execute(sid, "x")["result"] == "42", "the state was lost"
     daemon.delete_session(sid)
 
