@@ -34,6 +34,35 @@ run() {
         echo "==== $*"
         "$@" || status=1
 }
+
+# The microVM tier's guest image (`airlock profile build microvm`: the shared-library closure
+# and mkfs.erofs, minutes) is built in the background while the unit tests run, where
+# tests/e2e/test_microvm.py would build it (the build tree's vm-images, rebuilt when the runner
+# or the guest's init is newer); the second lane waits for it before its microVM tests.
+vm_kernel_dir=${AIRLOCK_VM_KERNEL_DIR:-/var/cache/airlock/vm-kernel}
+prebuild_vm_image() {
+        local images=$PWD/$build/vm-images root state rc=0
+        root=$images/microvm/root.erofs
+        command -v qemu-system-x86_64 mkfs.erofs cpio > /dev/null || return 0
+        compgen -G "$vm_kernel_dir/boot/vmlinuz-*" > /dev/null || return 0
+        if [ -f "$root" ] && [ "$root" -nt "$AIRLOCK_RUNNER" ] &&
+                [ "$root" -nt "$build/src/vm/airlock-vm-init" ]; then
+                return 0
+        fi
+        state=$(mktemp -d /tmp/airlock-e2e-vm-XXXXXX)
+        env -u AIRLOCK_BIN -u AIRLOCK_RUNNER AIRLOCK_VM_IMAGES="$images" \
+                AIRLOCK_VM_KERNEL_DIR="$vm_kernel_dir" \
+                "$AIRLOCK_BIN" profile build microvm --state-dir "$state" || rc=$?
+        rm -rf "$state"
+        return $rc
+}
+vm_image_log=$(mktemp /tmp/airlock-test-vm-image.XXXXXX)
+(
+        rc=0
+        prebuild_vm_image > "$vm_image_log" 2>&1 || rc=$?
+        echo $rc > "$vm_image_log.rc"
+) &
+
 run meson test -C $build --suite unit --print-errorlogs --verbose --num-processes 2
 run $py -m pytest -q -p no:cacheprovider tests/unit
 # The e2e tests of internal tools start the reference MCP servers from npm.
@@ -62,6 +91,19 @@ lane_b() {
         # Some of tests/e2e, so that the two lanes take about as long: the microVM tier (its
         # guest image build and cold boots take minutes under QEMU's emulation where the host
         # has no KVM), the cluster's nodes and manifests, and the lifecycle.
+        echo
+        echo "==== the microVM guest image, built in the background since the unit tests"
+        # (The lane is a subshell: the build is its sibling, so it waits for the status file.)
+        while [ ! -s "$vm_image_log.rc" ]; do
+                sleep 1
+        done
+        if [ "$(cat "$vm_image_log.rc")" = 0 ]; then
+                echo "ready"
+        else
+                cat "$vm_image_log"
+                echo "(failed: tests/e2e/test_microvm.py will try again and say why)"
+        fi
+        rm -f "$vm_image_log" "$vm_image_log.rc"
         run $py -m pytest -q -p no:cacheprovider "${e2e_lane_b[@]}"
         # The dashboard (/ui) in Debian's headless Chromium; its screenshot goes to
         # tests/ui/artefacts/.

@@ -8,6 +8,7 @@
 #include "base/cleanup.h"
 #include "base/json-util.h"
 #include "config.h"
+#include "jail/seccomp.h"
 #include "layer/layer.h"
 #include "profile/profile.h"
 #include "session/sandbox.h"
@@ -329,6 +330,42 @@ static char *find_vm_tool(const char *env, const char *name)
         return access(path, X_OK) == 0 ? strdup(path) : NULL;
 }
 
+/* Writes the sandbox's compiled seccomp filter (src/jail/seccomp.h: raw struct sock_filter
+ * instructions) into a new file made from template path. Returns its fd (the caller unlinks
+ * and closes it) or -errno. */
+static int write_seccomp_bpf(char *path)
+{
+        struct seccomp_filter *f = NULL;
+        size_t len, off = 0;
+        int fd, r = seccomp_filter_new(&(struct seccomp_policy_options){ 0 }, &f);
+
+        if (r < 0)
+                return r;
+        fd = mkstemp(path);
+        if (fd < 0) {
+                r = -errno;
+                seccomp_filter_free(f);
+                return r;
+        }
+        len = f->prog.len * sizeof(*f->prog.filter);
+        while (off < len) {
+                ssize_t n = write(fd, (const char *) f->prog.filter + off, len - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        r = n < 0 ? -errno : -EIO;
+                        seccomp_filter_free(f);
+                        (void) unlink(path);
+                        (void) close(fd);
+                        return r;
+                }
+                off += (size_t) n;
+        }
+        seccomp_filter_free(f);
+        (void) fchmod(fd, 0444);
+        return fd;
+}
+
 /* The guest image of a microVM profile (src/vm/guest-image.sh): its root filesystem with the
  * profile's layer, if it has one, the runner and the init. Returns 0 or -errno, having said
  * why on stderr. */
@@ -339,8 +376,8 @@ static int build_vm_image(const char *state_dir, const struct profile *p)
         _cleanup_free_ char *runner = sandbox_find_runner();
         _cleanup_free_ char *layer = NULL;
         const char *kdir = getenv("AIRLOCK_VM_KERNEL_DIR");
-        char out[4096];
-        int status;
+        char out[4096], bpf_path[] = "/tmp/airlock-vm-seccomp-XXXXXX";
+        int status, bpf_fd, r;
         pid_t pid;
 
         if (!kdir || !*kdir)
@@ -364,19 +401,40 @@ static int build_vm_image(const char *state_dir, const struct profile *p)
                 (void) mkdir(vmdir, 0700);
         }
         (void) layer_current(state_dir, p->name, &layer, NULL);
+        /* The guest's init loads the jail's own seccomp filter before it executes the runner
+         * (a guest is a second wall, not the only one): compiled here, as the jail compiles it,
+         * and put into the image. */
+        bpf_fd = write_seccomp_bpf(bpf_path);
+        if (bpf_fd < 0) {
+                fprintf(stderr,
+                        "airlock profile build: cannot compile the sandbox's seccomp "
+                        "filter for the guest: %s\n",
+                        strerror(-bpf_fd));
+                return bpf_fd;
+        }
         fprintf(stderr, "airlock profile: building the microVM image of profile '%s' in %s\n",
                 p->name, out);
         pid = fork();
-        if (pid < 0)
-                return -errno;
+        if (pid < 0) {
+                r = -errno;
+                (void) unlink(bpf_path);
+                (void) close(bpf_fd);
+                return r;
+        }
         if (pid == 0) {
-                execl("/bin/sh", "sh", tool, out, runner, init, kdir, p->rootfs, layer ? layer : "",
-                      (char *) NULL);
+                execl("/bin/sh", "sh", tool, out, runner, init, kdir, bpf_path, p->rootfs,
+                      layer ? layer : "", (char *) NULL);
                 _exit(127);
         }
         while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
+                if (errno != EINTR) {
+                        r = -errno;
+                        (void) unlink(bpf_path);
+                        (void) close(bpf_fd);
+                        return r;
+                }
+        (void) unlink(bpf_path);
+        (void) close(bpf_fd);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 fprintf(stderr,
                         "airlock profile build: the microVM image of profile '%s' was not built "

@@ -5,7 +5,10 @@
 #                (Python 3.11's standard library, Debian's Python packages, bash and coreutils,
 #                the shared libraries all of them load, the same /etc allow-list and generated
 #                identity files as src/jail/mount.c), the profile's layer at /opt/airlock/layer
-#                when it has one, and the runner at /opt/airlock/airlock-runner
+#                when it has one, the runner at /opt/airlock/airlock-runner and the
+#                sandbox's seccomp filter (SECCOMP_BPF, compiled by the airlock binary as
+#                the jail compiles it) at /opt/airlock/seccomp.bpf, which init loads before
+#                it executes the runner
 #   initrd.cpio  the guest's initramfs: the init (src/vm/init.c) and the kernel modules it
 #                loads, in dependency order (modules.list; modules-net.list for a guest with
 #                network)
@@ -17,11 +20,11 @@
 set -eu
 
 usage() {
-        echo "usage: airlock-vm-image OUT RUNNER INIT KERNEL_DIR [ROOTFS] [LAYER_DIR]" >&2
+        echo "usage: airlock-vm-image OUT RUNNER INIT KERNEL_DIR SECCOMP_BPF [ROOTFS] [LAYER_DIR]" >&2
         exit 2
 }
-[ $# -ge 4 ] || usage
-out=$1 runner=$2 init=$3 kdir=$4 rootfs=${5:-/} layer=${6:-}
+[ $# -ge 5 ] || usage
+out=$1 runner=$2 init=$3 kdir=$4 seccomp=$5 rootfs=${6:-/} layer=${7:-}
 case $rootfs in */) ;; *) rootfs=$rootfs/ ;; esac
 
 die() {
@@ -32,6 +35,7 @@ command -v mkfs.erofs > /dev/null || die "mkfs.erofs is missing: install Debian'
 command -v cpio > /dev/null || die "cpio is missing: install Debian's cpio"
 [ -x "$runner" ] || die "the runner $runner is not an executable file"
 [ -x "$init" ] || die "the guest init $init is not an executable file"
+[ -s "$seccomp" ] || die "the seccomp filter $seccomp is missing or empty"
 vmlinuz=$(ls "$kdir"/boot/vmlinuz-* 2> /dev/null | head -n 1)
 [ -n "$vmlinuz" ] || die "no boot/vmlinuz-* in $kdir: unpack linux-image-*-cloud-amd64 there (scripts/vm-kernel.sh)"
 release=${vmlinuz##*/vmlinuz-}
@@ -96,8 +100,9 @@ for l in bin sbin lib lib64; do
 done
 sort -u "$list" "$list.targets" | sed 's|^/||' | (cd "$rootfs" && cpio -pdm --quiet "$root" 2> /dev/null) || true
 
-mkdir -p "$root/etc" "$root/work" "$root/tmp" "$root/proc" "$root/sys" "$root/dev" \
-        "$root/opt/airlock" "$root/home" "$root/mnt" "$root/root"
+# As in the jail: no /sys, no /root (nothing of the guest's kernel or root user to look at).
+mkdir -p "$root/etc" "$root/work" "$root/tmp" "$root/proc" "$root/dev" "$root/opt/airlock" \
+        "$root/home" "$root/mnt"
 # Mount points: init binds the guest's /work at both (E2B's and OpenAI's names for it), so that
 # a process there finds itself there (getcwd() says /home/user, as in the namespaces tier).
 mkdir -p "$root/home/user" "$root/mnt/data"
@@ -119,6 +124,7 @@ printf 'passwd: files\ngroup: files\nhosts: files\n' > "$root/etc/nsswitch.conf"
 echo '# no network in the microVM' > "$root/etc/resolv.conf"
 ldconfig -r "$root" 2> /dev/null || true
 install -m 0755 "$runner" "$root/opt/airlock/airlock-runner"
+install -m 0444 "$seccomp" "$root/opt/airlock/seccomp.bpf"
 if [ -n "$layer" ] && [ -d "$layer" ]; then
         mkdir -p "$root/opt/airlock/layer"
         cp -a "$layer/." "$root/opt/airlock/layer/"

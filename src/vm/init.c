@@ -10,9 +10,9 @@
  *      guest's address and default route (vm.h: QEMU's user network, where the daemon's egress
  *      proxy is the only thing to reach);
  *   4. mounts the EROFS root read-only, a fresh tmpfs /work (bound at /home/user and /mnt/data
- *      too) and /tmp sized by the configuration, /proc, a read-only /sys and a /dev of the five
- *      harmless character devices, with the configuration's hosts lines added to a read-only
- *      copy of the image's /etc/hosts bound over it, and moves into it;
+ *      too) and /tmp sized by the configuration, /proc (no /sys: the jail has none) and a /dev
+ *      of the five harmless character devices, with the configuration's hosts lines added to a
+ *      read-only copy of the image's /etc/hosts bound over it, and moves into it;
  *   5. runs the runner as it runs in the namespaces tier: its own session, stdin /dev/null,
  *      stdout and stderr the output ports, fd 3 one end of a socketpair (the runner's wire
  *      needs a socket: it passes fds with SCM_RIGHTS), no capabilities in any set,
@@ -38,7 +38,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/filter.h>
 #include <linux/random.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
@@ -392,11 +394,58 @@ static void reseed_and_set_clock(int sig, const unsigned char *msg)
         (void) write(sig, ok ? "r" : "e", 1);
 }
 
-static void drop_and_exec(const struct bootcfg *cfg, int sock, int out, int err)
+/* The sandbox's seccomp filter, compiled by `airlock profile build` as the jail compiles it
+ * (src/jail/seccomp.h) and put into the image: loaded last before the runner is executed. */
+#define SECCOMP_PATH "/opt/airlock/seccomp.bpf"
+#define SECCOMP_MAX_INSNS 4096
+static struct sock_filter seccomp_insns[SECCOMP_MAX_INSNS];
+
+static struct sock_fprog read_seccomp_or_die(void)
 {
-        struct rlimit nofile = { cfg->nofile, cfg->nofile };
-        struct rlimit nproc = { cfg->nproc, cfg->nproc };
-        struct rlimit core = { 0, 0 };
+        struct sock_fprog prog = { 0 };
+        size_t off = 0;
+        int fd = open(SECCOMP_PATH, O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                die("the image has no seccomp filter (%s: %s): rebuild it with `airlock profile "
+                    "build`",
+                    SECCOMP_PATH, strerror(errno));
+        for (;;) {
+                ssize_t n = read(fd, (char *) seccomp_insns + off, sizeof(seccomp_insns) - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        die("cannot read %s: %s", SECCOMP_PATH, strerror(errno));
+                if (n == 0)
+                        break;
+                off += (size_t) n;
+                if (off == sizeof(seccomp_insns))
+                        die("%s is larger than %d instructions", SECCOMP_PATH, SECCOMP_MAX_INSNS);
+        }
+        (void) close(fd);
+        if (off == 0 || off % sizeof(struct sock_filter) != 0)
+                die("%s is not a compiled filter (%zu bytes)", SECCOMP_PATH, off);
+        prog.len = (unsigned short) (off / sizeof(struct sock_filter));
+        prog.filter = seccomp_insns;
+        return prog;
+}
+
+static void drop_and_exec(const struct bootcfg *cfg, const struct sock_fprog *filter, int sock,
+                          int out, int err)
+{
+        /* The jail's limits (src/jail/caps.c), the workspace bounding a file's size. */
+        const struct {
+                int resource;
+                rlim_t value;
+        } limits[] = {
+                { RLIMIT_CORE, 0 },
+                { RLIMIT_NOFILE, cfg->nofile },
+                { RLIMIT_NPROC, cfg->nproc },
+                { RLIMIT_FSIZE, cfg->work_bytes ? cfg->work_bytes : RLIM_INFINITY },
+                { RLIMIT_MEMLOCK, 64 * 1024 },
+                { RLIMIT_MSGQUEUE, 0 },
+                { RLIMIT_RTPRIO, 0 },
+        };
         char *argv[] = { "airlock-runner", NULL };
         int null_fd;
 
@@ -408,9 +457,11 @@ static void drop_and_exec(const struct bootcfg *cfg, int sock, int out, int err)
                 _exit(121);
         if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
                 _exit(122);
-        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_NPROC, &nproc) < 0 ||
-            setrlimit(RLIMIT_CORE, &core) < 0)
-                _exit(123);
+        for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+                struct rlimit rl = { limits[i].value, limits[i].value };
+                if (setrlimit(limits[i].resource, &rl) < 0)
+                        _exit(123);
+        }
         for (int cap = 0; cap <= 63; cap++)
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
                         _exit(124);
@@ -421,6 +472,9 @@ static void drop_and_exec(const struct bootcfg *cfg, int sock, int out, int err)
                 _exit(126);
         if (chdir("/work") < 0)
                 _exit(127);
+        /* Last: from here the runner lives under the jail's own syscall policy. */
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, filter) < 0)
+                _exit(129);
         execve(RUNNER_PATH, argv, (char *const *) cfg->env);
         _exit(128);
 }
@@ -469,6 +523,7 @@ int main(void)
         pid_t runner;
         sigset_t mask;
         unsigned long long oom_before;
+        struct sock_fprog filter;
 
         (void) mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
         if (fcntl(2, F_GETFD) < 0) {
@@ -518,14 +573,16 @@ int main(void)
         mount_or_die("tmp", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts);
         mount_or_die("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                      "hidepid=2");
-        mount_or_die("sysfs", NEWROOT "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                     NULL);
         make_dev();
         if (cfg.hosts)
                 hosts_add(cfg.hosts);
         if (chdir(NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
             chdir("/") < 0)
                 die("cannot move into the root: %s", strerror(errno));
+        filter = read_seccomp_or_die();
+        /* The jail's names (src/jail/spawn.c): nothing of the host's, nor the kernel's "(none)". */
+        if (sethostname("sandbox", 7) < 0 || setdomainname("sandbox", 7) < 0)
+                die("cannot set the hostname: %s", strerror(errno));
 
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
                 die("socketpair: %s", strerror(errno));
@@ -560,7 +617,7 @@ int main(void)
                 die("cannot fork the runner: %s", strerror(errno));
         if (runner == 0) {
                 (void) sigprocmask(SIG_UNBLOCK, &mask, NULL);
-                drop_and_exec(&cfg, sv[1], out, err);
+                drop_and_exec(&cfg, &filter, sv[1], out, err);
         }
         (void) close(sv[1]);
         (void) spawn_relay(ctl, sv[0]);

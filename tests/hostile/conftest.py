@@ -67,10 +67,12 @@ if VIA not in ("cli", "daemon"):
     raise pytest.UsageError(f"AIRLOCK_HOSTILE_VIA must be 'cli' or 'daemon', not {VIA!r}")
 # The tier under attack: AIRLOCK_HOSTILE_PROFILE=microvm runs every attack of the default
 # profile in a microVM session (issue 27; docs/PROFILES.md "The microvm tier"), through the
-# daemon (implied: `airlock run` has no microVM tier). It needs /dev/kvm: under QEMU's software
-# emulation every test would boot a VM for tens of seconds, so without KVM every test skips,
-# saying so. The guest image comes from AIRLOCK_HOSTILE_VM_IMAGES, else the build tree's
-# vm-images (tests/e2e/test_microvm.py builds it there). Attacks on a profile of their own
+# daemon (implied: `airlock run` has no microVM tier). Without /dev/kvm the guests run under
+# QEMU's software emulation (AIRLOCK_VM_ACCEL=tcg), which is slow but the same guest: each
+# session is a restored copy of the profile's saved VM (shared with tests/e2e/test_microvm.py
+# through vm-images/snapshots), not a boot. The guest image comes from
+# AIRLOCK_HOSTILE_VM_IMAGES, else the build tree's vm-images (tests/e2e/test_microvm.py builds
+# it there); without it every test skips, saying so. Attacks on a profile of their own
 # (custom_profile(), --memory) skip: such a profile has no microVM image.
 PROFILE_UNDER_TEST = os.environ.get("AIRLOCK_HOSTILE_PROFILE", "") or "default"
 if PROFILE_UNDER_TEST not in ("default", "microvm"):
@@ -362,6 +364,9 @@ def run(code, profile="default", language="python", timeout=20, extra_args=(), *
     ran), else the test fails with the CLI's stderr."""
     if MICROVM and profile in (None, "default"):
         profile = "microvm"
+        if language not in ("python", "bash"):
+            pytest.skip(f"AIRLOCK_HOSTILE_PROFILE=microvm: the microvm profile allows python and "
+                        f"bash, not {language} (docs/PROFILES.md)")
     if VIA_DAEMON:
         return run_via_daemon(code, profile=profile, language=language, timeout=timeout,
                               extra_args=extra_args, memory=memory, inputs=inputs,
@@ -511,6 +516,9 @@ def _daemon_env():
     env = {"AIRLOCK_PROFILES_DIR": str(PROFILES_DIR)}
     if MICROVM:
         env["AIRLOCK_VM_IMAGES"] = _vm_images()
+        env["AIRLOCK_VM_SNAPSHOTS"] = str(pathlib.Path(_vm_images()) / "snapshots")
+        if not _kvm_usable():
+            env["AIRLOCK_VM_ACCEL"] = "tcg"
     return env
 
 
@@ -523,15 +531,14 @@ def _kvm_usable():
 
 
 def pytest_collection_modifyitems(config, items):
-    """AIRLOCK_HOSTILE_PROFILE=microvm without KVM, or without the guest image: every test
-    skips, saying why."""
+    """AIRLOCK_HOSTILE_PROFILE=microvm without the guest image: every test skips, saying why."""
     if not MICROVM:
         return
     why = None
     if not _kvm_usable():
-        why = (f"needs KVM: under TCG each of the {len(items)} tests would boot a VM for tens "
-               "of seconds (no usable /dev/kvm here)")
-    elif not (pathlib.Path(_vm_images()) / "microvm" / "root.erofs").exists():
+        print("AIRLOCK_HOSTILE_PROFILE=microvm: no usable /dev/kvm here, so the guests run "
+              "under QEMU's software emulation (TCG)")
+    if not (pathlib.Path(_vm_images()) / "microvm" / "root.erofs").exists():
         why = (f"AIRLOCK_HOSTILE_PROFILE=microvm needs the guest image in {_vm_images()}/microvm "
                "(airlock profile build microvm, or run tests/e2e/test_microvm.py once)")
     if why:
