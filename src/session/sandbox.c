@@ -1777,10 +1777,15 @@ int sandbox_interrupt(struct sandbox *sb)
          * outweighs the other sessions until the cell ends (sandbox_exec() puts the default
          * back); one that ignores the interrupt while it burns the CPU is killed after one
          * grace anyway. */
-        if (sb->jail->cgroup &&
-            cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_INTERRUPTED) >= 0) {
+        /* Marked before it is written: the fairness thread, which may be writing a weight of
+         * its own at this moment, looks at the mark after its write and writes this one again
+         * (sandbox_set_cpu_weight()), so the boost cannot be overwritten. */
+        if (sb->jail->cgroup) {
                 atomic_store(&sb->weight_boosted, true);
-                atomic_store(&sb->weight_restored, true);
+                if (cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_INTERRUPTED) >= 0)
+                        atomic_store(&sb->weight_restored, true);
+                else
+                        atomic_store(&sb->weight_boosted, false);
         }
         if (sb->vm_sig_fd >= 0)
                 return vm_interrupt(sb->vm_sig_fd);
@@ -1978,6 +1983,10 @@ int sandbox_set_cpu_weight(struct sandbox *sb, uint32_t weight)
         if (!sb->jail || !sb->jail->cgroup)
                 return -ENODATA;
         r = cgroup_set_cpu_weight(sb->jail->cgroup, weight);
+        /* An interrupt that came while we wrote marked its boost before writing it: whichever
+         * write landed last, the boost is what the cgroup keeps until the cell ends. */
+        if (r >= 0 && weight != CGROUP_WEIGHT_INTERRUPTED && atomic_load(&sb->weight_boosted))
+                r = cgroup_set_cpu_weight(sb->jail->cgroup, CGROUP_WEIGHT_INTERRUPTED);
         return r == -ENOENT ? -ENODATA : r;
 }
 

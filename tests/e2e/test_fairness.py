@@ -136,7 +136,7 @@ def test_an_interrupted_cell_gets_a_heavier_weight_to_stop(daemon):
     version, d = session_cpu_dir(sid)
     boosted = 10 * (DEFAULT_SHARES if version == "v1" else 100)  # CGROUP_WEIGHT_INTERRUPTED
     # Burns CPU until its timeout (its weight lowered meanwhile), then, interrupted, burns a
-    # second more before it stops: from the interrupt until the cell ends its session weighs
+    # second more before it ends: from the interrupt until the cell ends its session weighs
     # ten sessions, so that it gets the CPU to stop within its grace, and the state lives on.
     # The weight is sampled from here while the cell runs (after it, the fairness thread sets
     # whatever the session's recent use says, at once or a second later).
@@ -150,9 +150,12 @@ def test_an_interrupted_cell_gets_a_heavier_weight_to_stop(daemon):
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        r = daemon.execute(sid, "x = 42\nimport time\ntry:\n    while True: pass\n"
-                                "except KeyboardInterrupt:\n    t = time.time()\n"
-                                "    while time.time() < t + 1: pass\n    raise", timeout=3)
+        # (Its own SIGINT handler: the runner's interrupt is not a KeyboardInterrupt the cell
+        # could catch, and a cell that stops at once leaves a boost too short to sample.)
+        r = daemon.execute(sid, "x = 42\nimport signal, time\nhit = []\n"
+                                "signal.signal(signal.SIGINT, lambda *a: hit.append(1))\n"
+                                "while not hit: pass\nt = time.time()\n"
+                                "while time.time() < t + 1: pass", timeout=3)
     finally:
         done.set()
         sampler.join()
