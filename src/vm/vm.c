@@ -3,6 +3,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "bootcfg.h"
 #include "files-proto.h"
 #include "jail/cgroup.h"
@@ -23,7 +24,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The channels, in the order of their fds in QEMU (3, 4, ...) and of their ports' names; then
@@ -555,23 +555,15 @@ int vm_interrupt(int sig_fd)
         return n == 1 ? 0 : -errno;
 }
 
-static uint64_t mono_ms(void)
-{
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
-}
-
 int vm_exit_report(int sig_fd, int timeout_ms, struct vm_exit *ret)
 {
         unsigned char rep[VM_EXIT_REPORT_BYTES];
-        uint64_t deadline = mono_ms() + (uint64_t) timeout_ms;
+        uint64_t deadline = now_ns() / 1000000u + (uint64_t) timeout_ms;
         size_t have = 0;
 
         for (;;) {
                 struct pollfd pfd = { .fd = sig_fd, .events = POLLIN };
-                uint64_t t = mono_ms();
+                uint64_t t = now_ns() / 1000000u;
                 ssize_t n;
                 int p;
 
